@@ -1,0 +1,124 @@
+/* shunt configuration: settings and transport rules.
+ *
+ * Pure code: no globals, no logging, no knowledge of the preload layer, so the
+ * same object is linked into libshunt.so, the shunt tool, the unit tests and
+ * the fuzzer.  The preload layer owns the single live instance.
+ *
+ * Precedence, lowest first: built-in defaults < file ($SHUNT_CONFIG, default
+ * /etc/shunt/shunt.conf) < SHUNT_<KEY> variables < SHUNT_OPTIONS.  Rules given
+ * in SHUNT_RULES / SHUNT_OPTIONS come before the file's rules (first match wins).
+ */
+#ifndef SHUNT_CONFIG_H
+#define SHUNT_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define SHUNT_DEFAULT_CONFIG "/etc/shunt/shunt.conf"
+#define SHUNT_MAX_RULES 256
+#define SHUNT_PROG_GLOB_MAX 64
+#define SHUNT_ERR_MAX 512
+
+enum shunt_transport {
+	SHUNT_TP_AUTO = 0,   /* fastest path both ends share */
+	SHUNT_TP_SHM,
+	SHUNT_TP_FABRIC,
+	SHUNT_TP_KERNEL,
+};
+
+enum shunt_role {
+	SHUNT_ROLE_ANY = 0,
+	SHUNT_ROLE_CLIENT,   /* connect() side */
+	SHUNT_ROLE_SERVER,   /* accept() side */
+};
+
+enum shunt_log_level {
+	SHUNT_LOG_ERROR = 0,
+	SHUNT_LOG_WARN,
+	SHUNT_LOG_INFO,
+	SHUNT_LOG_DEBUG,
+};
+
+/* `<transport> <role> <program-glob> <addr[/prefix]|*>[:port[-port]|*]` */
+struct shunt_rule {
+	enum shunt_transport transport;
+	enum shunt_role role;
+	char prog[SHUNT_PROG_GLOB_MAX];   /* fnmatch(3) glob; "*" matches all */
+	int family;                       /* 0 = any address, AF_INET, AF_INET6 */
+	uint8_t addr[16];                 /* network order; IPv4 in the first 4 */
+	unsigned prefix;                  /* 0..32 or 0..128 */
+	uint16_t port_lo, port_hi;        /* 0..65535 when any port */
+	unsigned line;                    /* source line, 0 when from the environment */
+};
+
+struct shunt_config {
+	int enabled;                          /* enable = yes|no */
+	enum shunt_log_level log_level;       /* log = error|warn|info|debug */
+	char log_file[PATH_MAX];              /* "" = stderr; %p expands to the pid */
+	char rundir[PATH_MAX];                /* "" = /run/shunt, else /tmp/shunt-$UID */
+	unsigned spin_us;                     /* busy-poll budget before sleeping */
+	size_t ring_size;                     /* bytes per direction, power of two */
+	char fabric_provider[32];             /* "auto", "verbs", "tcp", ... */
+	uint16_t agent_port;                  /* shuntd TCP port */
+	enum shunt_transport default_transport; /* when no rule matches */
+	unsigned nrules;
+	struct shunt_rule rules[SHUNT_MAX_RULES];
+};
+
+/* Every function that can fail returns 0 on success and -1 on error, with a
+ * one-line message in err that names where ("file:line: ...", "SHUNT_X: ...",
+ * "SHUNT_OPTIONS: ...") and what is wrong.  On error *c may be partly updated;
+ * callers discard it. */
+
+void shunt_config_defaults(struct shunt_config *c);
+
+/* Parse configuration text.  name is used in messages (usually the path). */
+int shunt_config_parse(struct shunt_config *c, const char *name,
+		       const char *text, size_t len, char *err, size_t errlen);
+
+/* Read and parse a file.  A missing file is an error only if required. */
+int shunt_config_parse_file(struct shunt_config *c, const char *path,
+			    int required, char *err, size_t errlen);
+
+/* Set one key from text (file, env or options).  origin names the source in
+ * messages. */
+int shunt_config_set(struct shunt_config *c, const char *key,
+		     const char *value, const char *origin,
+		     char *err, size_t errlen);
+
+/* Parse one rule (without the leading "rule" word if any). */
+int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
+			    char *err, size_t errlen);
+
+/* Full load with the documented precedence.  getenv_fn lets tests and the
+ * fuzzer supply an environment; pass getenv for the real one. */
+int shunt_config_load(struct shunt_config *c,
+		      const char *(*getenv_fn)(const char *name),
+		      char *err, size_t errlen);
+
+/* First rule matching role, program name and peer address, or NULL.  sa may
+ * be AF_INET or AF_INET6 (IPv4-mapped IPv6 matches IPv4 rules). */
+const struct shunt_rule *shunt_config_match(const struct shunt_config *c,
+					    enum shunt_role role,
+					    const char *prog,
+					    const struct sockaddr *sa,
+					    socklen_t salen);
+
+/* The transport for a connection: the first matching rule's, else the default. */
+enum shunt_transport shunt_config_decide(const struct shunt_config *c,
+					 enum shunt_role role, const char *prog,
+					 const struct sockaddr *sa,
+					 socklen_t salen);
+
+/* Writes "key=value key=value ..." for every setting that differs from the
+ * defaults, plus "rules=N" when there are rules.  Returns the length. */
+size_t shunt_config_describe(const struct shunt_config *c, char *buf,
+			     size_t len);
+
+const char *shunt_transport_name(enum shunt_transport t);
+const char *shunt_role_name(enum shunt_role r);
+const char *shunt_log_level_name(enum shunt_log_level l);
+
+#endif
