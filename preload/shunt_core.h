@@ -1,0 +1,39 @@
+/* Process-wide state of the preload library: configuration, the enabled
+ * switch, the re-entrancy guard and the count of accelerated connections. */
+#ifndef SHUNT_CORE_H
+#define SHUNT_CORE_H
+
+#include "config/shunt_config.h"
+
+#define SHUNT_EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Non-zero while this thread runs shunt's own code or a dependency called by
+ * it (libfabric opens sockets of its own): interposed calls made then go
+ * straight to libc and create no shunt state. */
+extern __thread int shunt_guard __attribute__((tls_model("initial-exec")));
+
+#define SHUNT_GUARD_ENTER() (shunt_guard++)
+#define SHUNT_GUARD_LEAVE() (shunt_guard--)
+
+/* Connections on an accelerated transport in this process.  While it is zero
+ * the wait calls (poll, select, epoll) go straight to libc. */
+extern unsigned shunt_naccel;
+
+static inline int shunt_any_accel(void)
+{
+	return __atomic_load_n(&shunt_naccel, __ATOMIC_RELAXED) != 0;
+}
+
+/* The live configuration, loaded on first use (not in a constructor: loading
+ * reads a file).  Never NULL.  When loading failed, ->enabled is 0. */
+const struct shunt_config *shunt_config(void);
+
+/* 1 when shunt may make decisions in this call: enabled and not re-entered. */
+int shunt_active(void);
+
+/* The program name rules are matched against. */
+const char *shunt_prog(void);
+
+#endif

@@ -1,0 +1,185 @@
+/* Calls that create, copy or destroy fd numbers: they keep the fd table in
+ * step with the kernel's, so an entry never outlives its number. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+
+#include "shunt_conn.h"
+#include "shunt_log.h"
+#include "shunt_real.h"
+
+static inline void forget(int fd)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
+		shunt_conn_on_close(fd, e);
+	shunt_log_fd_gone(fd);
+}
+
+SHUNT_EXPORT int close(int fd)
+{
+	/* Before the real close: once it returns, another thread may be given
+	 * the same number and must find a clean entry. */
+	forget(fd);
+	return REAL(close)(fd);
+}
+
+static void forget_range(unsigned lo, unsigned hi)
+{
+	int lfd = shunt_log_fd();
+	if (lfd >= 0 && (unsigned)lfd >= lo && (unsigned)lfd <= hi)
+		shunt_log_fd_gone(lfd);
+	if (shunt_any_accel() || shunt_log_on(SHUNT_LOG_DEBUG)) {
+		/* Connections need their transport released and their close
+		 * logged, one by one. */
+		unsigned lim = shunt_fdtab_limit();
+		for (unsigned fd = lo; fd <= hi && fd < lim; fd++) {
+			struct shunt_fd *e = shunt_fd_peek((int)fd);
+			if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
+				shunt_conn_on_close((int)fd, e);
+			if (!e)
+				fd |= SHUNT_FDTAB_CHUNK - 1; /* skip unmapped chunk */
+		}
+	}
+	shunt_fd_reset_range(lo, hi);
+}
+
+SHUNT_EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return REAL(close_range)(lo, hi, flags);
+	if (lo <= hi)
+		forget_range(lo, hi);
+	return REAL(close_range)(lo, hi, flags);
+}
+
+SHUNT_EXPORT void closefrom(int lo)
+{
+	if (lo >= 0)
+		forget_range((unsigned)lo, ~0u);
+	REAL(closefrom)(lo);
+}
+
+SHUNT_EXPORT int fclose(FILE *fp)
+{
+	/* fclose closes the fd inside libc, where close() is not seen. */
+	int fd = fp ? fileno(fp) : -1;
+	if (fd >= 0)
+		forget(fd);
+	return REAL(fclose)(fp);
+}
+
+SHUNT_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	/* stdio reads and writes inside libc, past shunt: the connection must
+	 * be a plain socket before a FILE wraps it. */
+	struct shunt_fd *e = shunt_fd_accel(fd);
+	if (e)
+		shunt_conn_demote(fd, e, SHUNT_R_STDIO);
+	return REAL(fdopen)(fd, mode);
+}
+
+SHUNT_EXPORT int dup(int fd)
+{
+	int nfd = REAL(dup)(fd);
+	if (nfd >= 0) {
+		int saved = errno;
+		shunt_fd_reset(nfd);
+		shunt_conn_dup(fd, nfd);
+		errno = saved;
+	}
+	return nfd;
+}
+
+static int dup_over(int fd, int nfd, int rc)
+{
+	if (rc >= 0) {
+		int saved = errno;
+		/* The kernel closed whatever nfd was, atomically. */
+		forget(nfd);
+		shunt_conn_dup(fd, nfd);
+		errno = saved;
+	}
+	return rc;
+}
+
+SHUNT_EXPORT int dup2(int fd, int nfd)
+{
+	if (fd == nfd)
+		return REAL(dup2)(fd, nfd);
+	return dup_over(fd, nfd, REAL(dup2)(fd, nfd));
+}
+
+SHUNT_EXPORT int dup3(int fd, int nfd, int flags)
+{
+	return dup_over(fd, nfd, REAL(dup3)(fd, nfd, flags));
+}
+
+static void set_nonblock(int fd, int on)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (e && shunt_fd_kind(e) >= SHUNT_FD_TCP) {
+		if (on)
+			e->flags |= SHUNT_FDF_NONBLOCK;
+		else
+			e->flags &= (uint8_t)~SHUNT_FDF_NONBLOCK;
+	}
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int rc = real(fd, cmd, arg);
+	if (rc < 0)
+		return rc;
+	int saved = errno;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		shunt_fd_reset(rc);
+		shunt_conn_dup(fd, rc);
+		break;
+	case F_SETFL:
+		set_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);
+		break;
+	}
+	errno = saved;
+	return rc;
+}
+
+SHUNT_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(REAL(fcntl), fd, cmd, arg);
+}
+
+SHUNT_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(REAL(fcntl64), fd, cmd, arg);
+}
+
+SHUNT_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct shunt_fd *e = shunt_fd_accel(fd);
+	if (unlikely(e && e->conn->ops->ioctl)) {
+		int rc = e->conn->ops->ioctl(e->conn, req, arg);
+		if (rc >= 0 || errno != ENOTTY)
+			return rc;
+	}
+	int rc = REAL(ioctl)(fd, req, arg);
+	if (rc == 0 && req == FIONBIO && arg)
+		set_nonblock(fd, *(int *)arg != 0);
+	return rc;
+}

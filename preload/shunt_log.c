@@ -1,0 +1,150 @@
+#include "shunt_log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shunt_fdtab.h"
+#include "shunt_real.h"
+
+static int log_fd = -1;
+static pid_t log_pid;
+
+static const char *level_name[] = {"error", "warn", "info", "debug"};
+
+/* Keep the log file out of the low fd numbers: some daemons assume that the
+ * next open() after closing stdio returns 0, 1 and 2. */
+static int move_high(int fd)
+{
+	struct rlimit rl;
+	int floor = 100;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur <= 2 * (rlim_t)floor)
+		return fd;
+	int nfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)(long)floor);
+	if (nfd < 0)
+		return fd;
+	REAL(close)(fd);
+	return nfd;
+}
+
+static int open_log(const char *pattern, pid_t pid)
+{
+	char path[PATH_MAX];
+	size_t o = 0;
+	for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			int n = snprintf(path + o, sizeof path - o, "%d", (int)pid);
+			if (n < 0 || (size_t)n >= sizeof path - o)
+				return -1;
+			o += (size_t)n;
+			p++;
+		} else {
+			path[o++] = *p;
+		}
+	}
+	path[o] = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	return fd < 0 ? -1 : move_high(fd);
+}
+
+/* stderr is only written when it is not a socket (an inetd-style server has
+ * its connection on fds 0-2). */
+static int stderr_usable(void)
+{
+	struct shunt_fd *e = shunt_fd_peek(2);
+	if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
+		return 0;
+	struct stat st;
+	return fstat(2, &st) == 0 && !S_ISSOCK(st.st_mode);
+}
+
+static int target(void)
+{
+	const struct shunt_config *c = shunt_config();
+	if (!c->log_file[0])
+		return stderr_usable() ? 2 : -1;
+	pid_t pid = getpid();
+	int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && __atomic_load_n(&log_pid, __ATOMIC_RELAXED) == pid)
+		return fd;
+	int nfd = open_log(c->log_file, pid);
+	if (nfd < 0)
+		return stderr_usable() ? 2 : -1;
+	if (!__atomic_compare_exchange_n(&log_fd, &fd, nfd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		REAL(close)(nfd);
+		return fd;
+	}
+	/* A child after fork: the inherited fd is the parent's file. */
+	if (fd >= 0)
+		REAL(close)(fd);
+	__atomic_store_n(&log_pid, pid, __ATOMIC_RELAXED);
+	return nfd;
+}
+
+void shunt_log(enum shunt_log_level lvl, const char *fmt, ...)
+{
+	int saved = errno;
+	SHUNT_GUARD_ENTER();
+	char buf[1024];
+	int n = snprintf(buf, sizeof buf, "shunt[%d] %s: %s: ", (int)getpid(),
+			 shunt_prog(), level_name[lvl]);
+	if (n > 0 && (size_t)n < sizeof buf) {
+		va_list ap;
+		va_start(ap, fmt);
+		int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+		va_end(ap);
+		if (m > 0)
+			n += m;
+		if ((size_t)n >= sizeof buf - 1)
+			n = sizeof buf - 2;
+		buf[n++] = '\n';
+		int fd = target();
+		if (fd >= 0) {
+			/* One write: lines from several processes sharing a
+			 * file do not interleave (O_APPEND). */
+			ssize_t w = REAL(write)(fd, buf, (size_t)n);
+			(void)w;
+		}
+	}
+	SHUNT_GUARD_LEAVE();
+	errno = saved;
+}
+
+void shunt_log_fd_gone(int fd)
+{
+	int cur = fd;
+	if (unlikely(fd >= 0 && __atomic_load_n(&log_fd, __ATOMIC_RELAXED) == fd))
+		__atomic_compare_exchange_n(&log_fd, &cur, -1, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
+int shunt_log_fd(void)
+{
+	return __atomic_load_n(&log_fd, __ATOMIC_RELAXED);
+}
+
+void shunt_format_addr(const struct sockaddr *sa, socklen_t len, char *buf,
+		       size_t size)
+{
+	char a[INET6_ADDRSTRLEN];
+	if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, a, sizeof a);
+		snprintf(buf, size, "%s:%u", a, ntohs(in->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6 &&
+		   len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, a, sizeof a);
+		snprintf(buf, size, "[%s]:%u", a, ntohs(in6->sin6_port));
+	} else {
+		snprintf(buf, size, "?");
+	}
+}

@@ -1,0 +1,146 @@
+/* Process events: fork keeps every connection (rings are MAP_SHARED); exec
+ * and spawn first demote what the new program would inherit, because it may
+ * run without shunt and must find plain sockets. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "shunt_conn.h"
+#include "shunt_real.h"
+
+SHUNT_EXPORT pid_t fork(void)
+{
+	return REAL(fork)();
+}
+
+/* A vfork child shares the parent's memory and stack until it execs: any
+ * shunt bookkeeping there (exec demotion) would corrupt the parent.  So
+ * vfork is a fork; the only visible difference is speed. */
+SHUNT_EXPORT pid_t vfork(void)
+{
+	return REAL(fork)();
+}
+
+SHUNT_EXPORT int execve(const char *p, char *const a[], char *const e[])
+{
+	shunt_conn_before_exec();
+	return REAL(execve)(p, a, e);
+}
+
+SHUNT_EXPORT int execv(const char *p, char *const a[])
+{
+	shunt_conn_before_exec();
+	return REAL(execv)(p, a);
+}
+
+SHUNT_EXPORT int execvp(const char *f, char *const a[])
+{
+	shunt_conn_before_exec();
+	return REAL(execvp)(f, a);
+}
+
+SHUNT_EXPORT int execvpe(const char *f, char *const a[], char *const e[])
+{
+	shunt_conn_before_exec();
+	return REAL(execvpe)(f, a, e);
+}
+
+SHUNT_EXPORT int fexecve(int fd, char *const a[], char *const e[])
+{
+	shunt_conn_before_exec();
+	return REAL(fexecve)(fd, a, e);
+}
+
+SHUNT_EXPORT int execveat(int dfd, const char *p, char *const a[], char *const e[],
+			  int fl)
+{
+	shunt_conn_before_exec();
+	return REAL(execveat)(dfd, p, a, e, fl);
+}
+
+/* The execl family: collect the variadic list into an argv on the stack. */
+#define COLLECT_ARGS(ap, n)                                        \
+	do {                                                                    \
+		va_list cnt;                                                    \
+		va_copy(cnt, ap);                                               \
+		n = 1;                                                          \
+		while (va_arg(cnt, char *))                                     \
+			n++;                                                    \
+		va_end(cnt);                                                    \
+	} while (0)
+
+static void fill_args(const char *first, va_list ap, char **argv, size_t n)
+{
+	argv[0] = (char *)first;
+	for (size_t i = 1; i < n; i++)
+		argv[i] = va_arg(ap, char *);
+	argv[n] = NULL;
+}
+
+SHUNT_EXPORT int execl(const char *p, const char *arg, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg);
+	COLLECT_ARGS(ap, n);
+	char *argv[n + 1];
+	fill_args(arg, ap, argv, n);
+	va_end(ap);
+	return execv(p, argv);
+}
+
+SHUNT_EXPORT int execlp(const char *f, const char *arg, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg);
+	COLLECT_ARGS(ap, n);
+	char *argv[n + 1];
+	fill_args(arg, ap, argv, n);
+	va_end(ap);
+	return execvp(f, argv);
+}
+
+SHUNT_EXPORT int execle(const char *p, const char *arg, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg);
+	COLLECT_ARGS(ap, n);
+	char *argv[n + 1];
+	fill_args(arg, ap, argv, n);
+	char **envp = va_arg(ap, char **);
+	va_end(ap);
+	return execve(p, argv, envp);
+}
+
+SHUNT_EXPORT int posix_spawn(pid_t *pid, const char *p,
+			     const posix_spawn_file_actions_t *fa,
+			     const posix_spawnattr_t *at, char *const a[],
+			     char *const e[])
+{
+	shunt_conn_before_exec();
+	return REAL(posix_spawn)(pid, p, fa, at, a, e);
+}
+
+SHUNT_EXPORT int posix_spawnp(pid_t *pid, const char *f,
+			      const posix_spawn_file_actions_t *fa,
+			      const posix_spawnattr_t *at, char *const a[],
+			      char *const e[])
+{
+	shunt_conn_before_exec();
+	return REAL(posix_spawnp)(pid, f, fa, at, a, e);
+}
+
+SHUNT_EXPORT int system(const char *cmd)
+{
+	shunt_conn_before_exec();
+	return REAL(system)(cmd);
+}
+
+SHUNT_EXPORT FILE *popen(const char *cmd, const char *mode)
+{
+	shunt_conn_before_exec();
+	return REAL(popen)(cmd, mode);
+}

@@ -1,0 +1,170 @@
+/* Socket lifecycle calls: where each TCP connection's path is decided. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "shunt_conn.h"
+#include "shunt_log.h"
+#include "shunt_real.h"
+
+static int is_tcp(int domain, int type, int proto)
+{
+	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	return (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM &&
+	       (proto == 0 || proto == IPPROTO_TCP);
+}
+
+SHUNT_EXPORT int socket(int domain, int type, int proto)
+{
+	int fd = REAL(socket)(domain, type, proto);
+	if (fd < 0)
+		return fd;
+	int saved = errno;
+	shunt_fd_reset(fd);
+	if (domain == AF_INET || domain == AF_INET6) {
+		if (is_tcp(domain, type, proto) && shunt_active()) {
+			shunt_conn_new_tcp(fd, type & SOCK_NONBLOCK);
+		} else {
+			/* Internal sockets (libfabric's) and UDP are never
+			 * ours: mark them so later calls skip classifying. */
+			struct shunt_fd *e = shunt_fd_get(fd);
+			if (e)
+				__atomic_store_n(&e->kind, SHUNT_FD_OTHER, __ATOMIC_RELEASE);
+		}
+	}
+	errno = saved;
+	return fd;
+}
+
+SHUNT_EXPORT int socketpair(int d, int t, int p, int sv[2])
+{
+	int rc = REAL(socketpair)(d, t, p, sv);
+	if (rc == 0) {
+		shunt_fd_reset(sv[0]);
+		shunt_fd_reset(sv[1]);
+	}
+	return rc;
+}
+
+SHUNT_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return REAL(bind)(fd, sa, len);
+}
+
+/* The entry of a socket a decision is about to be made on, or NULL when
+ * shunt must stay out (guard held, not TCP, already decided). */
+static struct shunt_fd *tcp_entry(int fd, enum shunt_fd_kind want)
+{
+	if (!shunt_active())
+		return NULL;
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (!e || shunt_fd_kind(e) == SHUNT_FD_UNKNOWN)
+		e = shunt_conn_classify(fd);
+	return e && shunt_fd_kind(e) == want ? e : NULL;
+}
+
+SHUNT_EXPORT int listen(int fd, int backlog)
+{
+	int rc = REAL(listen)(fd, backlog);
+	if (rc == 0) {
+		int saved = errno;
+		struct shunt_fd *e = tcp_entry(fd, SHUNT_FD_TCP);
+		if (e)
+			shunt_conn_on_listen(fd, e);
+		errno = saved;
+	}
+	return rc;
+}
+
+SHUNT_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct shunt_fd *e;
+	if (!sa || len < sizeof(sa_family_t) ||
+	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    !(e = tcp_entry(fd, SHUNT_FD_TCP)))
+		return REAL(connect)(fd, sa, len);
+	/* Decided before the TCP connect: a transport may bind the socket
+	 * and publish its offer first (brief: "decision point"). */
+	shunt_conn_on_connect(fd, e, sa, len);
+	int rc = REAL(connect)(fd, sa, len);
+	int saved = errno;
+	if (rc == 0 || errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
+		shunt_conn_log_decision(fd, e, sa, len);
+	} else {
+		/* Refused, unreachable...: the socket is unconnected again and
+		 * may be connected anew, so the decision is undone. */
+		int nonblock = e->flags & SHUNT_FDF_NONBLOCK;
+		if (shunt_fd_kind(e) == SHUNT_FD_ACCEL)
+			shunt_conn_on_close(fd, e);
+		shunt_conn_new_tcp(fd, nonblock);
+	}
+	errno = saved;
+	return rc;
+}
+
+static int accept_common(int lfd, struct sockaddr *sa, socklen_t *len, int flags,
+			 int four)
+{
+	struct shunt_fd *le = (sa && !len) ? NULL : tcp_entry(lfd, SHUNT_FD_LISTEN);
+	if (!le) {
+		int fd = four ? REAL(accept4)(lfd, sa, len, flags) : REAL(accept)(lfd, sa, len);
+		if (fd >= 0)
+			shunt_fd_reset(fd);
+		return fd;
+	}
+	/* Always ask for the peer address: rules match on it, and it saves a
+	 * getpeername(). */
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	int fd = four ? REAL(accept4)(lfd, (struct sockaddr *)&ss, &sl, flags)
+		      : REAL(accept)(lfd, (struct sockaddr *)&ss, &sl);
+	if (fd < 0)
+		return fd;
+	int saved = errno;
+	if (sa) {
+		/* As the kernel does: copy what fits, report the full size. */
+		memcpy(sa, &ss, sl < *len ? sl : *len);
+		*len = sl;
+	}
+	shunt_fd_reset(fd);
+	shunt_conn_new_tcp(fd, four && (flags & SOCK_NONBLOCK));
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (e)
+		shunt_conn_on_accept(lfd, fd, e, (struct sockaddr *)&ss, sl);
+	errno = saved;
+	return fd;
+}
+
+SHUNT_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return accept_common(fd, sa, len, 0, 0);
+}
+
+SHUNT_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	return accept_common(fd, sa, len, flags, 1);
+}
+
+SHUNT_EXPORT int shutdown(int fd, int how)
+{
+	struct shunt_fd *e = shunt_fd_accel(fd);
+	if (e && e->conn->ops->shutdown) {
+		int rc = e->conn->ops->shutdown(e->conn, how);
+		if (rc < 0)
+			return rc;
+	}
+	/* The TCP connection carries FIN in every case (brief, property 4). */
+	return REAL(shutdown)(fd, how);
+}
+
+SHUNT_EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t len)
+{
+	/* Options live on the kernel socket, which the application holds;
+	 * transports read them from there when they need them. */
+	return REAL(setsockopt)(fd, level, opt, v, len);
+}
+
+SHUNT_EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)
+{
+	return REAL(getsockopt)(fd, level, opt, v, len);
+}
