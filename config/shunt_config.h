@@ -93,7 +93,8 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 			    char *err, size_t errlen);
 
 /* Full load with the documented precedence.  getenv_fn lets tests and the
- * fuzzer supply an environment; pass getenv for the real one. */
+ * fuzzer supply an environment; pass NULL for the real one (read with
+ * secure_getenv; libc's getenv returns char * and does not convert). */
 int shunt_config_load(struct shunt_config *c,
 		      const char *(*getenv_fn)(const char *name),
 		      char *err, size_t errlen);

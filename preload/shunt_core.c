@@ -17,16 +17,11 @@ static struct shunt_config cfg;
 static int cfg_ready;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
-static const char *env(const char *name)
-{
-	return getenv(name);
-}
-
 static void load(void)
 {
 	char err[SHUNT_ERR_MAX];
 	SHUNT_GUARD_ENTER();
-	int rc = shunt_config_load(&cfg, env, err, sizeof err);
+	int rc = shunt_config_load(&cfg, NULL, err, sizeof err);
 	if (rc < 0) {
 		/* Property 6: one clear message, then stay out of the way. */
 		shunt_config_defaults(&cfg);

@@ -39,7 +39,10 @@ static int open_log(const char *pattern, pid_t pid)
 	char path[PATH_MAX];
 	size_t o = 0;
 	for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
+		if (p[0] == '%' && p[1] == '%') {
+			path[o++] = '%';
+			p++;
+		} else if (p[0] == '%' && p[1] == 'p') {
 			int n = snprintf(path + o, sizeof path - o, "%d", (int)pid);
 			if (n < 0 || (size_t)n >= sizeof path - o)
 				return -1;

@@ -1,0 +1,899 @@
+/* shunt configuration: settings, the config file, the environment.
+ *
+ * Pure code: no globals, no logging.  The only allocation is the buffer a
+ * config file is read into.  File I/O goes through stdio (fopen/fread/
+ * fclose), whose internal read/close calls do not go through the PLT, so
+ * loading the configuration never enters the preload layer's own read()/
+ * close() wrappers.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "shunt_config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define LINE_MAX_CHARS 1023              /* longest accepted line */
+#define FILE_MAX_BYTES (1024 * 1024)     /* largest accepted file */
+#define QUOTE_MAX 64                     /* longest input echoed in a message */
+#define RULE_TEXT_MAX 1024               /* longest rule text from env */
+
+#define DEF_SPIN_US 20u
+#define DEF_RING_SIZE ((size_t)1 << 20)
+#define DEF_AGENT_PORT 7476u
+#define MAX_SPIN_US 1000000u
+#define MIN_RING_SIZE ((uint64_t)4096)
+#define MAX_RING_SIZE ((uint64_t)1 << 30)
+
+enum key_id {
+	K_ENABLE,
+	K_LOG,
+	K_LOG_FILE,
+	K_RUNDIR,
+	K_SPIN_US,
+	K_RING_SIZE,
+	K_FABRIC_PROVIDER,
+	K_AGENT_PORT,
+	K_DEFAULT_TRANSPORT,
+	K_RULE,
+	K_COUNT
+};
+
+static const struct key_def {
+	const char *name;
+	const char *env;             /* SHUNT_<KEY>, NULL if none */
+	int empty_is_default;        /* set-but-empty env var resets to "" */
+} keys[K_COUNT] = {
+	[K_ENABLE] = { "enable", "SHUNT_ENABLE", 0 },
+	[K_LOG] = { "log", "SHUNT_LOG", 0 },
+	[K_LOG_FILE] = { "log_file", "SHUNT_LOG_FILE", 1 },
+	[K_RUNDIR] = { "rundir", "SHUNT_RUNDIR", 1 },
+	[K_SPIN_US] = { "spin_us", "SHUNT_SPIN_US", 0 },
+	[K_RING_SIZE] = { "ring_size", "SHUNT_RING_SIZE", 0 },
+	[K_FABRIC_PROVIDER] = { "fabric_provider", "SHUNT_FABRIC_PROVIDER", 0 },
+	[K_AGENT_PORT] = { "agent_port", "SHUNT_AGENT_PORT", 0 },
+	[K_DEFAULT_TRANSPORT] = { "default_transport",
+				  "SHUNT_DEFAULT_TRANSPORT", 0 },
+	[K_RULE] = { "rule", NULL, 0 },
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static int is_ws(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' ||
+	       ch == '\v' || ch == '\f';
+}
+
+static int is_digit(char ch)
+{
+	return ch >= '0' && ch <= '9';
+}
+
+/* Trim whitespace around s[0..*n). */
+static const char *trim(const char *s, size_t *n)
+{
+	while (*n && is_ws(s[0])) {
+		s++;
+		(*n)--;
+	}
+	while (*n && is_ws(s[*n - 1]))
+		(*n)--;
+	return s;
+}
+
+/* Copy s[0..n) for use inside '...' in a message: printable ASCII kept,
+ * anything else becomes '?', long input is cut with "...". */
+static void quote(char *out, size_t outsz, const char *s, size_t n)
+{
+	size_t i, o = 0;
+
+	if (outsz == 0)
+		return;
+	for (i = 0; i < n && o + 1 < outsz; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (i == QUOTE_MAX) {
+			const char *dots = "...";
+
+			while (*dots && o + 1 < outsz)
+				out[o++] = *dots++;
+			break;
+		}
+		out[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+	}
+	out[o] = '\0';
+}
+
+/* "origin: message" into err (or just "message" without an origin). */
+__attribute__((format(printf, 4, 5)))
+static int fail(char *err, size_t errlen, const char *origin,
+		const char *fmt, ...)
+{
+	va_list ap;
+	char msg[SHUNT_ERR_MAX];
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		if (origin && *origin)
+			snprintf(err, errlen, "%s: %s", origin, msg);
+		else
+			snprintf(err, errlen, "%s", msg);
+	}
+	return -1;
+}
+
+static int span_is(const char *s, size_t n, const char *w)
+{
+	return strlen(w) == n && strncasecmp(s, w, n) == 0;
+}
+
+/* Strict unsigned decimal: digits only, no sign, no junk, value <= max. */
+static int parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n == 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		unsigned d;
+
+		if (!is_digit(s[i]))
+			return -1;
+		d = (unsigned)(s[i] - '0');
+		if (v > (max - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+const char *shunt_transport_name(enum shunt_transport t)
+{
+	switch (t) {
+	case SHUNT_TP_AUTO: return "auto";
+	case SHUNT_TP_SHM: return "shm";
+	case SHUNT_TP_FABRIC: return "fabric";
+	case SHUNT_TP_KERNEL: return "kernel";
+	}
+	return "?";
+}
+
+const char *shunt_role_name(enum shunt_role r)
+{
+	switch (r) {
+	case SHUNT_ROLE_ANY: return "*";
+	case SHUNT_ROLE_CLIENT: return "client";
+	case SHUNT_ROLE_SERVER: return "server";
+	}
+	return "?";
+}
+
+const char *shunt_log_level_name(enum shunt_log_level l)
+{
+	switch (l) {
+	case SHUNT_LOG_ERROR: return "error";
+	case SHUNT_LOG_WARN: return "warn";
+	case SHUNT_LOG_INFO: return "info";
+	case SHUNT_LOG_DEBUG: return "debug";
+	}
+	return "?";
+}
+
+/* ---- settings ---------------------------------------------------------- */
+
+void shunt_config_defaults(struct shunt_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->enabled = 1;
+	c->log_level = SHUNT_LOG_WARN;
+	c->spin_us = DEF_SPIN_US;
+	c->ring_size = DEF_RING_SIZE;
+	strcpy(c->fabric_provider, "auto");
+	c->agent_port = DEF_AGENT_PORT;
+	c->default_transport = SHUNT_TP_AUTO;
+}
+
+static int parse_transport(const char *v, size_t n, enum shunt_transport *t)
+{
+	if (span_is(v, n, "auto"))
+		*t = SHUNT_TP_AUTO;
+	else if (span_is(v, n, "shm"))
+		*t = SHUNT_TP_SHM;
+	else if (span_is(v, n, "fabric"))
+		*t = SHUNT_TP_FABRIC;
+	else if (span_is(v, n, "kernel"))
+		*t = SHUNT_TP_KERNEL;
+	else
+		return -1;
+	return 0;
+}
+
+/* Size with an optional k/m/g (binary) suffix. */
+static int parse_size(const char *v, size_t n, uint64_t *out)
+{
+	unsigned shift = 0;
+	uint64_t x;
+
+	if (n == 0)
+		return -1;
+	switch (v[n - 1]) {
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	}
+	if (shift)
+		n--;
+	if (parse_u64(v, n, UINT64_MAX >> shift, &x))
+		return -1;
+	*out = x << shift;
+	return 0;
+}
+
+/* A path value: at most PATH_MAX-1 bytes, no control characters. */
+static int copy_path(char *dst, const char *v, size_t n)
+{
+	size_t i;
+
+	if (n >= PATH_MAX)
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return -1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+static int add_rule(struct shunt_config *c, const char *text, size_t n,
+		    unsigned line, const char *origin, char *err, size_t errlen)
+{
+	char buf[RULE_TEXT_MAX];
+	char msg[SHUNT_ERR_MAX];
+	char q[QUOTE_MAX + 4];
+
+	if (n >= sizeof(buf)) {
+		quote(q, sizeof(q), text, n);
+		return fail(err, errlen, origin,
+			    "rule: '%s' too long (at most %zu characters)", q,
+			    sizeof(buf) - 1);
+	}
+	if (memchr(text, '\0', n))
+		return fail(err, errlen, origin, "rule: NUL byte in rule");
+	if (c->nrules >= SHUNT_MAX_RULES)
+		return fail(err, errlen, origin, "too many rules (at most %d)",
+			    SHUNT_MAX_RULES);
+	memcpy(buf, text, n);
+	buf[n] = '\0';
+	if (shunt_config_parse_rule(&c->rules[c->nrules], buf, msg,
+				    sizeof(msg)))
+		return fail(err, errlen, origin, "%s", msg);
+	c->rules[c->nrules].line = line;
+	c->nrules++;
+	return 0;
+}
+
+static int find_key(const char *key, size_t n)
+{
+	int k;
+
+	for (k = 0; k < K_COUNT; k++)
+		if (span_is(key, n, keys[k].name))
+			return k;
+	return -1;
+}
+
+/* Set key[0..kn) from value[0..vn).  The value is trimmed; one pair of
+ * surrounding double quotes is removed. */
+static int set_span(struct shunt_config *c, const char *key, size_t kn,
+		    const char *val, size_t vn, unsigned line,
+		    const char *origin, char *err, size_t errlen)
+{
+	char q[QUOTE_MAX + 4];
+	const char *name;
+	uint64_t x;
+	size_t i;
+	int k;
+
+	key = trim(key, &kn);
+	val = trim(val, &vn);
+	k = find_key(key, kn);
+	if (k < 0) {
+		quote(q, sizeof(q), key, kn);
+		return fail(err, errlen, origin, "unknown key '%s'", q);
+	}
+	name = keys[k].name;
+	if (k == K_RULE)
+		return add_rule(c, val, vn, line, origin, err, errlen);
+
+	if (vn && val[0] == '"') {
+		if (vn < 2 || val[vn - 1] != '"') {
+			quote(q, sizeof(q), val, vn);
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (unterminated quote)",
+				    q, name);
+		}
+		val++;
+		vn -= 2;
+	}
+	if (memchr(val, '\0', vn))
+		return fail(err, errlen, origin, "NUL byte in value for %s",
+			    name);
+	quote(q, sizeof(q), val, vn);
+
+	switch ((enum key_id)k) {
+	case K_ENABLE:
+		if (span_is(val, vn, "yes") || span_is(val, vn, "true") ||
+		    span_is(val, vn, "on") || span_is(val, vn, "1"))
+			c->enabled = 1;
+		else if (span_is(val, vn, "no") || span_is(val, vn, "false") ||
+			 span_is(val, vn, "off") || span_is(val, vn, "0"))
+			c->enabled = 0;
+		else
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected yes|no|true|false|on|off|1|0)",
+				    q, name);
+		return 0;
+
+	case K_LOG:
+		if (span_is(val, vn, "error"))
+			c->log_level = SHUNT_LOG_ERROR;
+		else if (span_is(val, vn, "warn") || span_is(val, vn, "warning"))
+			c->log_level = SHUNT_LOG_WARN;
+		else if (span_is(val, vn, "info"))
+			c->log_level = SHUNT_LOG_INFO;
+		else if (span_is(val, vn, "debug"))
+			c->log_level = SHUNT_LOG_DEBUG;
+		else
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected error|warn|info|debug)",
+				    q, name);
+		return 0;
+
+	case K_LOG_FILE:
+		for (i = 0; i < vn; i++) {
+			if (val[i] != '%')
+				continue;
+			if (i + 1 < vn && (val[i + 1] == 'p' || val[i + 1] == '%')) {
+				i++;
+				continue;
+			}
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (only %%p and %%%% may follow %%)",
+				    q, name);
+		}
+		if (copy_path(c->log_file, val, vn))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected a path, at most %d characters)",
+				    q, name, PATH_MAX - 1);
+		return 0;
+
+	case K_RUNDIR:
+		if ((vn && val[0] != '/') || copy_path(c->rundir, val, vn))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an absolute path or \"\")",
+				    q, name);
+		return 0;
+
+	case K_SPIN_US:
+		if (parse_u64(val, vn, MAX_SPIN_US, &x))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 0..%u)",
+				    q, name, MAX_SPIN_US);
+		c->spin_us = (unsigned)x;
+		return 0;
+
+	case K_RING_SIZE:
+		if (parse_size(val, vn, &x) || x < MIN_RING_SIZE ||
+		    x > MAX_RING_SIZE || (x & (x - 1)) != 0)
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected a power of two 4096..1G, optional k/m/g suffix)",
+				    q, name);
+		c->ring_size = (size_t)x;
+		return 0;
+
+	case K_FABRIC_PROVIDER:
+		for (i = 0; i < vn; i++) {
+			char ch = val[i];
+
+			if (!((ch >= 'a' && ch <= 'z') || is_digit(ch) ||
+			      ch == '_' || ch == ';' || ch == '-'))
+				break;
+		}
+		if (vn == 0 || i < vn || vn >= sizeof(c->fabric_provider))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected a provider name of [a-z0-9_;-], at most %zu characters)",
+				    q, name, sizeof(c->fabric_provider) - 1);
+		memcpy(c->fabric_provider, val, vn);
+		c->fabric_provider[vn] = '\0';
+		return 0;
+
+	case K_AGENT_PORT:
+		if (parse_u64(val, vn, 65535, &x) || x == 0)
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected a port 1..65535)",
+				    q, name);
+		c->agent_port = (uint16_t)x;
+		return 0;
+
+	case K_DEFAULT_TRANSPORT: {
+		enum shunt_transport t;
+
+		if (parse_transport(val, vn, &t))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected auto|shm|fabric|kernel)",
+				    q, name);
+		c->default_transport = t;
+		return 0;
+	}
+
+	case K_RULE:
+	case K_COUNT:
+		break;
+	}
+	return fail(err, errlen, origin, "internal error for key %s", name);
+}
+
+int shunt_config_set(struct shunt_config *c, const char *key,
+		     const char *value, const char *origin,
+		     char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	if (!c || !key)
+		return fail(err, errlen, origin, "no key");
+	if (!value)
+		value = "";
+	return set_span(c, key, strlen(key), value, strlen(value), 0, origin,
+			err, errlen);
+}
+
+/* ---- config text ------------------------------------------------------- */
+
+static int is_transport_word(const char *s, size_t n)
+{
+	return span_is(s, n, "rule") || span_is(s, n, "shm") ||
+	       span_is(s, n, "fabric") || span_is(s, n, "auto") ||
+	       span_is(s, n, "kernel");
+}
+
+/* Length of s[0..n) before a comment: '#' at the start or after whitespace.
+ * With quotes set, a '#' inside "..." does not start a comment. */
+static size_t strip_comment(const char *s, size_t n, int quotes)
+{
+	int inq = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (quotes && s[i] == '"')
+			inq = !inq;
+		else if (!inq && s[i] == '#' && (i == 0 || is_ws(s[i - 1])))
+			return i;
+	}
+	return n;
+}
+
+/* One line, NUL-free, at most LINE_MAX_CHARS long. */
+static int parse_line(struct shunt_config *c, const char *s, size_t n,
+		      unsigned line, const char *origin, char *err,
+		      size_t errlen)
+{
+	char q[QUOTE_MAX + 4];
+	size_t i, klen;
+
+	s = trim(s, &n);
+	if (n == 0 || s[0] == '#')
+		return 0;
+
+	for (klen = 0; klen < n && !is_ws(s[klen]) && s[klen] != '='; klen++)
+		;
+	for (i = klen; i < n && is_ws(s[i]); i++)
+		;
+	if (klen > 0 && i < n && s[i] == '=') {
+		const char *v = s + i + 1;
+		size_t vn = n - i - 1;
+
+		/* '#' right at the start of the value starts a comment too */
+		while (vn && is_ws(v[0])) {
+			v++;
+			vn--;
+		}
+		vn = strip_comment(v, vn, 1);
+		return set_span(c, s, klen, v, vn, line, origin, err, errlen);
+	}
+	if (klen > 0 && is_transport_word(s, klen))
+		return add_rule(c, s, strip_comment(s, n, 0), line, origin,
+				err, errlen);
+
+	n = strip_comment(s, n, 0);
+	s = trim(s, &n);
+	quote(q, sizeof(q), s, n);
+	return fail(err, errlen, origin,
+		    "expected 'key = value' or a rule, got '%s'", q);
+}
+
+int shunt_config_parse(struct shunt_config *c, const char *name,
+		       const char *text, size_t len, char *err, size_t errlen)
+{
+	char origin[PATH_MAX + 32];
+	size_t pos = 0;
+	unsigned line = 0;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!name)
+		name = "(config)";
+	if (!c)
+		return fail(err, errlen, name, "no configuration");
+	if (!text) {
+		if (len)
+			return fail(err, errlen, name, "no text");
+		return 0;
+	}
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+		pos = 3;        /* UTF-8 byte order mark */
+
+	while (pos < len) {
+		const char *s = text + pos;
+		const char *nl = memchr(s, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - s) : len - pos;
+		size_t i;
+
+		line++;
+		snprintf(origin, sizeof(origin), "%s:%u", name, line);
+		if (n > LINE_MAX_CHARS)
+			return fail(err, errlen, origin,
+				    "line too long (more than %d characters)",
+				    LINE_MAX_CHARS);
+		for (i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)s[i];
+
+			if (ch == 0)
+				return fail(err, errlen, origin,
+					    "NUL byte in line");
+			if ((ch < 0x20 && ch != '\t' && ch != '\r') || ch == 0x7f)
+				return fail(err, errlen, origin,
+					    "control character 0x%02x in line",
+					    ch);
+		}
+		if (parse_line(c, s, n, line, origin, err, errlen))
+			return -1;
+		pos += n + (nl ? 1 : 0);
+	}
+	return 0;
+}
+
+int shunt_config_parse_file(struct shunt_config *c, const char *path,
+			    int required, char *err, size_t errlen)
+{
+	struct stat st;
+	char ebuf[128];
+	char *buf;
+	size_t n, cap;
+	FILE *f;
+	int rc, e;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!path || !*path) {
+		if (required)
+			return fail(err, errlen, NULL, "empty config file name");
+		return 0;
+	}
+	f = fopen(path, "re");
+	if (!f) {
+		e = errno;
+		if (e == ENOENT && !required)
+			return 0;
+		return fail(err, errlen, path, "cannot read: %s",
+			    strerror_r(e, ebuf, sizeof(ebuf)));
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		return fail(err, errlen, path, "cannot read: %s",
+			    strerror_r(EISDIR, ebuf, sizeof(ebuf)));
+	}
+	/* grow the buffer as needed, up to one byte past the cap */
+	n = 0;
+	cap = 0;
+	buf = NULL;
+	for (;;) {
+		size_t got;
+
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 4096;
+			char *nbuf;
+
+			if (ncap > FILE_MAX_BYTES + 1)
+				ncap = FILE_MAX_BYTES + 1;
+			if (ncap == cap)
+				break;          /* n > FILE_MAX_BYTES */
+			nbuf = realloc(buf, ncap);
+			if (!nbuf) {
+				fclose(f);
+				free(buf);
+				return fail(err, errlen, path, "cannot read: %s",
+					    strerror_r(ENOMEM, ebuf, sizeof(ebuf)));
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		errno = 0;
+		got = fread(buf + n, 1, cap - n, f);
+		e = errno;
+		n += got;
+		if (n < cap) {          /* a short read: end of file or error */
+			if (ferror(f)) {
+				fclose(f);
+				free(buf);
+				return fail(err, errlen, path, "cannot read: %s",
+					    strerror_r(e ? e : EIO, ebuf,
+						       sizeof(ebuf)));
+			}
+			break;
+		}
+	}
+	fclose(f);
+	if (n > FILE_MAX_BYTES) {
+		free(buf);
+		return fail(err, errlen, path, "file too large (more than %d bytes)",
+			    FILE_MAX_BYTES);
+	}
+	rc = shunt_config_parse(c, path, buf, n, err, errlen);
+	free(buf);
+	return rc;
+}
+
+/* ---- environment ------------------------------------------------------- */
+
+static const char *real_getenv(const char *name)
+{
+	return secure_getenv(name);
+}
+
+/* SHUNT_OPTIONS="key=value,key=value,...": empty items are skipped. */
+static int parse_options(struct shunt_config *c, const char *opts,
+			 char *err, size_t errlen)
+{
+	const char *p = opts;
+	unsigned item = 0;
+	char origin[64];
+	char q[QUOTE_MAX + 4];
+
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		const char *s = p;
+		const char *eq;
+
+		item++;
+		s = trim(s, &n);
+		if (n) {
+			snprintf(origin, sizeof(origin), "SHUNT_OPTIONS: item %u",
+				 item);
+			eq = memchr(s, '=', n);
+			if (!eq || eq == s) {
+				quote(q, sizeof(q), s, n);
+				return fail(err, errlen, NULL,
+					    "SHUNT_OPTIONS: item %u '%s': expected key=value",
+					    item, q);
+			}
+			if (set_span(c, s, (size_t)(eq - s), eq + 1,
+				     n - (size_t)(eq - s) - 1, 0, origin, err,
+				     errlen))
+				return -1;
+		}
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* SHUNT_RULES="rule; rule; ...": empty items are skipped. */
+static int parse_rules_env(struct shunt_config *c, const char *rules,
+			   char *err, size_t errlen)
+{
+	const char *p = rules;
+	unsigned item = 0;
+	char origin[64];
+
+	for (;;) {
+		const char *semi = strchr(p, ';');
+		size_t n = semi ? (size_t)(semi - p) : strlen(p);
+		const char *s = p;
+
+		item++;
+		s = trim(s, &n);
+		if (n) {
+			snprintf(origin, sizeof(origin), "SHUNT_RULES: item %u",
+				 item);
+			if (add_rule(c, s, n, 0, origin, err, errlen))
+				return -1;
+		}
+		if (!semi)
+			return 0;
+		p = semi + 1;
+	}
+}
+
+static void swap_rules(struct shunt_rule *a, struct shunt_rule *b)
+{
+	struct shunt_rule t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+static void reverse_rules(struct shunt_rule *r, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n / 2; i++)
+		swap_rules(&r[i], &r[n - 1 - i]);
+}
+
+int shunt_config_load(struct shunt_config *c,
+		      const char *(*getenv_fn)(const char *name),
+		      char *err, size_t errlen)
+{
+	const char *v;
+	unsigned nfile;
+	int k;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!c)
+		return fail(err, errlen, NULL, "no configuration");
+	if (!getenv_fn)
+		getenv_fn = real_getenv;
+	shunt_config_defaults(c);
+
+	v = getenv_fn("SHUNT_CONFIG");
+	if (v && *v) {
+		if (shunt_config_parse_file(c, v, 1, err, errlen))
+			return -1;
+	} else if (shunt_config_parse_file(c, SHUNT_DEFAULT_CONFIG, 0, err,
+					   errlen)) {
+		return -1;
+	}
+	nfile = c->nrules;
+
+	for (k = 0; k < K_COUNT; k++) {
+		size_t n;
+		const char *s;
+
+		if (!keys[k].env)
+			continue;
+		v = getenv_fn(keys[k].env);
+		if (!v)
+			continue;
+		n = strlen(v);
+		s = trim(v, &n);
+		if (n == 0 && !keys[k].empty_is_default)
+			continue;
+		if (set_span(c, keys[k].name, strlen(keys[k].name), s, n, 0,
+			     keys[k].env, err, errlen))
+			return -1;
+	}
+
+	v = getenv_fn("SHUNT_OPTIONS");
+	if (v && parse_options(c, v, err, errlen))
+		return -1;
+	v = getenv_fn("SHUNT_RULES");
+	if (v && parse_rules_env(c, v, err, errlen))
+		return -1;
+
+	/* [file][options][SHUNT_RULES] -> [options][SHUNT_RULES][file] */
+	if (nfile && nfile < c->nrules) {
+		reverse_rules(c->rules, nfile);
+		reverse_rules(c->rules + nfile, c->nrules - nfile);
+		reverse_rules(c->rules, c->nrules);
+	}
+	return 0;
+}
+
+/* ---- describe ---------------------------------------------------------- */
+
+struct out {
+	char *buf;
+	size_t len, pos;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->pos + 1 >= o->len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= o->len - o->pos)
+		o->pos = o->len - 1;
+	else
+		o->pos += (size_t)n;
+}
+
+static void put_item(struct out *o, const char *key, const char *val)
+{
+	const char *sep = o->pos ? " " : "";
+	int needq = val[0] == '\0' || strpbrk(val, " \t\",#") != NULL;
+
+	put(o, needq ? "%s%s=\"%s\"" : "%s%s=%s", sep, key, val);
+}
+
+size_t shunt_config_describe(const struct shunt_config *c, char *buf,
+			     size_t len)
+{
+	struct out o = { buf, len, 0 };
+	char num[32];
+
+	if (!buf || len == 0)
+		return 0;
+	buf[0] = '\0';
+	if (!c)
+		return 0;
+
+	if (c->enabled != 1)
+		put_item(&o, "enable", c->enabled ? "yes" : "no");
+	if (c->log_level != SHUNT_LOG_WARN)
+		put_item(&o, "log", shunt_log_level_name(c->log_level));
+	if (c->log_file[0])
+		put_item(&o, "log_file", c->log_file);
+	if (c->rundir[0])
+		put_item(&o, "rundir", c->rundir);
+	if (c->spin_us != DEF_SPIN_US) {
+		snprintf(num, sizeof(num), "%u", c->spin_us);
+		put_item(&o, "spin_us", num);
+	}
+	if (c->ring_size != DEF_RING_SIZE) {
+		size_t s = c->ring_size;
+
+		if (s && (s & (((size_t)1 << 30) - 1)) == 0)
+			snprintf(num, sizeof(num), "%zuG", s >> 30);
+		else if (s && (s & (((size_t)1 << 20) - 1)) == 0)
+			snprintf(num, sizeof(num), "%zuM", s >> 20);
+		else if (s && (s & (((size_t)1 << 10) - 1)) == 0)
+			snprintf(num, sizeof(num), "%zuk", s >> 10);
+		else
+			snprintf(num, sizeof(num), "%zu", s);
+		put_item(&o, "ring_size", num);
+	}
+	if (strncmp(c->fabric_provider, "auto",
+		    sizeof(c->fabric_provider)) != 0) {
+		char p[sizeof(c->fabric_provider)];
+
+		memcpy(p, c->fabric_provider, sizeof(p));
+		p[sizeof(p) - 1] = '\0';
+		put_item(&o, "fabric_provider", p);
+	}
+	if (c->agent_port != DEF_AGENT_PORT) {
+		snprintf(num, sizeof(num), "%u", (unsigned)c->agent_port);
+		put_item(&o, "agent_port", num);
+	}
+	if (c->default_transport != SHUNT_TP_AUTO)
+		put_item(&o, "default_transport",
+			 shunt_transport_name(c->default_transport));
+	if (c->nrules) {
+		snprintf(num, sizeof(num), "%u", c->nrules);
+		put_item(&o, "rules", num);
+	}
+	return o.pos;
+}
