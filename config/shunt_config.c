@@ -28,6 +28,8 @@
 #define DEF_SPIN_US 20u
 #define DEF_RING_SIZE ((size_t)1 << 20)
 #define DEF_AGENT_PORT 7476u
+#define DEF_OFFER_TIMEOUT_MS 500u
+#define MAX_OFFER_TIMEOUT_MS 60000u
 #define MAX_SPIN_US 1000000u
 #define MIN_RING_SIZE ((uint64_t)4096)
 #define MAX_RING_SIZE ((uint64_t)1 << 30)
@@ -42,6 +44,7 @@ enum key_id {
 	K_FABRIC_PROVIDER,
 	K_AGENT_PORT,
 	K_DEFAULT_TRANSPORT,
+	K_OFFER_TIMEOUT_MS,
 	K_RULE,
 	K_COUNT
 };
@@ -61,6 +64,7 @@ static const struct key_def {
 	[K_AGENT_PORT] = { "agent_port", "SHUNT_AGENT_PORT", 0 },
 	[K_DEFAULT_TRANSPORT] = { "default_transport",
 				  "SHUNT_DEFAULT_TRANSPORT", 0 },
+	[K_OFFER_TIMEOUT_MS] = { "offer_timeout_ms", "SHUNT_OFFER_TIMEOUT_MS", 0 },
 	[K_RULE] = { "rule", NULL, 0 },
 };
 
@@ -204,6 +208,7 @@ void shunt_config_defaults(struct shunt_config *c)
 	c->ring_size = DEF_RING_SIZE;
 	strcpy(c->fabric_provider, "auto");
 	c->agent_port = DEF_AGENT_PORT;
+	c->offer_timeout_ms = DEF_OFFER_TIMEOUT_MS;
 	c->default_transport = SHUNT_TP_AUTO;
 }
 
@@ -439,6 +444,14 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 		c->default_transport = t;
 		return 0;
 	}
+
+	case K_OFFER_TIMEOUT_MS:
+		if (parse_u64(val, vn, MAX_OFFER_TIMEOUT_MS, &x) || x == 0)
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 1..%u)",
+				    q, name, MAX_OFFER_TIMEOUT_MS);
+		c->offer_timeout_ms = (unsigned)x;
+		return 0;
 
 	case K_RULE:
 	case K_COUNT:
@@ -883,6 +896,10 @@ size_t shunt_config_describe(const struct shunt_config *c, char *buf,
 		memcpy(p, c->fabric_provider, sizeof(p));
 		p[sizeof(p) - 1] = '\0';
 		put_item(&o, "fabric_provider", p);
+	}
+	if (c->offer_timeout_ms != DEF_OFFER_TIMEOUT_MS) {
+		snprintf(num, sizeof(num), "%u", c->offer_timeout_ms);
+		put_item(&o, "offer_timeout_ms", num);
 	}
 	if (c->agent_port != DEF_AGENT_PORT) {
 		snprintf(num, sizeof(num), "%u", (unsigned)c->agent_port);

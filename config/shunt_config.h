@@ -63,6 +63,8 @@ struct shunt_config {
 	char fabric_provider[32];             /* "auto", "verbs", "tcp", ... */
 	uint16_t agent_port;                  /* shuntd TCP port */
 	enum shunt_transport default_transport; /* when no rule matches */
+	unsigned offer_timeout_ms;            /* client waits this long for the
+						 server to take an shm offer */
 	unsigned nrules;
 	struct shunt_rule rules[SHUNT_MAX_RULES];
 };

@@ -19,10 +19,13 @@ const char *shunt_reason_name(enum shunt_reason r)
 	return (unsigned)r < SHUNT_R_COUNT ? reason_names[r] : "?";
 }
 
-/* Accelerated transports, fastest first.  The shm and fabric transports
- * register here as they are built; with none, every connection that a rule
- * lets accelerate stays on the kernel path with reason no-transport. */
+/* Accelerated transports, fastest first, as libfabric lists providers.  A
+ * connection no transport takes stays on the kernel path with the reason
+ * the last one gave (no-transport when the rule allows none of them). */
+extern const struct shunt_transport_ops shm_ops;
+
 static const struct shunt_transport_ops *const transports[] = {
+	&shm_ops,
 	NULL,
 };
 
@@ -55,6 +58,13 @@ struct shunt_fd *shunt_conn_classify(int fd)
 		if (fl >= 0 && (fl & O_NONBLOCK))
 			e->flags |= SHUNT_FDF_NONBLOCK;
 	}
+	if (k == SHUNT_FD_LISTEN) {
+		/* An inherited listener (exec, socket activation) registers
+		 * when first seen, as listen() would have. */
+		e->kind = SHUNT_FD_TCP;
+		shunt_conn_on_listen(fd, e);
+		return e;
+	}
 	__atomic_store_n(&e->kind, k, __ATOMIC_RELEASE);
 	return e;
 }
@@ -73,7 +83,11 @@ void shunt_conn_new_tcp(int fd, int nonblock)
 
 void shunt_conn_on_listen(int fd, struct shunt_fd *e)
 {
+	if (shunt_fd_kind(e) == SHUNT_FD_LISTEN)
+		return; /* listen() again, to change the backlog */
 	__atomic_store_n(&e->kind, SHUNT_FD_LISTEN, __ATOMIC_RELEASE);
+	if (!shunt_config()->enabled)
+		return;
 	for (const struct shunt_transport_ops *const *t = transports; *t; t++)
 		if ((*t)->on_listen)
 			(*t)->on_listen(fd, e);
@@ -104,13 +118,16 @@ static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
 	return why;
 }
 
-static void settle(struct shunt_fd *e, enum shunt_role role, enum shunt_reason why)
+static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_reason why)
 {
 	e->role = (uint8_t)role;
 	e->reason = (uint8_t)why;
 	if (why == SHUNT_R_NONE) {
 		e->conn->refs = 1;
+		e->conn->fd = fd;
 		__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+	} else {
+		e->conn = NULL;
 	}
 	__atomic_store_n(&e->kind, why == SHUNT_R_NONE ? SHUNT_FD_ACCEL : SHUNT_FD_KERNEL,
 			 __ATOMIC_RELEASE);
@@ -153,7 +170,7 @@ void shunt_conn_on_connect(int fd, struct shunt_fd *e, const struct sockaddr *ds
 			   socklen_t len)
 {
 	struct connect_args a = {fd, e, dst, len};
-	settle(e, SHUNT_ROLE_CLIENT, decide(SHUNT_ROLE_CLIENT, dst, len, try_connect, &a));
+	settle(fd, e, SHUNT_ROLE_CLIENT, decide(SHUNT_ROLE_CLIENT, dst, len, try_connect, &a));
 }
 
 struct accept_args {
@@ -174,16 +191,38 @@ void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 			  const struct sockaddr *peer, socklen_t len)
 {
 	struct accept_args a = {lfd, fd, e, peer, len};
-	settle(e, SHUNT_ROLE_SERVER, decide(SHUNT_ROLE_SERVER, peer, len, try_accept, &a));
+	enum shunt_reason why = decide(SHUNT_ROLE_SERVER, peer, len, try_accept, &a);
+	if (why != SHUNT_R_NONE && why != SHUNT_R_DISABLED) {
+		/* A client may have offered and be waiting for an answer:
+		 * refuse explicitly so it moves to TCP now, not at a timeout. */
+		for (const struct shunt_transport_ops *const *t = transports; *t; t++)
+			if ((*t)->decline)
+				(*t)->decline(fd, peer, len);
+	}
+	settle(fd, e, SHUNT_ROLE_SERVER, why);
 	shunt_conn_log_decision(fd, e, peer, len);
 }
 
 static void conn_unref(struct shunt_conn *c)
 {
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+		if (!__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL) &&
+		    c->ops->recvmsg)
+			__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 		c->ops->close(c);
 	}
+}
+
+struct other_arg {
+	struct shunt_conn *c;
+	int skip, found;
+};
+
+static void find_other(int fd, struct shunt_fd *e, void *p)
+{
+	struct other_arg *a = p;
+	if (fd != a->skip && a->found < 0 && e->conn == a->c)
+		a->found = fd;
 }
 
 void shunt_conn_on_close(int fd, struct shunt_fd *e)
@@ -194,10 +233,18 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 		shunt_log(SHUNT_LOG_DEBUG, "close fd=%d transport=%s reason=%s", fd,
 			  k == SHUNT_FD_ACCEL ? c->ops->name : "kernel",
 			  k == SHUNT_FD_ACCEL ? "-" : shunt_reason_name(e->reason));
+	if (c && c->fd == fd && __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1) {
+		/* The transport's own number for the socket is going away
+		 * while a dup lives on: hand it that one. */
+		struct other_arg a = {c, fd, -1};
+		shunt_fd_foreach(SHUNT_FD_LISTEN, find_other, &a);
+		if (a.found >= 0)
+			c->fd = a.found;
+	}
 	/* Forget the number before the transport lets go, so no other thread
 	 * starts a new operation on a connection being torn down. */
 	shunt_fd_reset(fd);
-	if (k == SHUNT_FD_ACCEL && c)
+	if (c)
 		conn_unref(c);
 }
 
@@ -219,41 +266,59 @@ void shunt_conn_dup(int fd, int nfd)
 	n->reason = e->reason;
 	n->flags = e->flags;
 	n->conn = e->conn;
-	if (k == SHUNT_FD_ACCEL)
-		__atomic_add_fetch(&e->conn->refs, 1, __ATOMIC_RELAXED);
+	if (n->conn)
+		__atomic_add_fetch(&n->conn->refs, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&n->kind, k, __ATOMIC_RELEASE);
 }
 
-struct demote_arg {
+struct finish_arg {
 	struct shunt_conn *c;
 	enum shunt_reason why;
 };
 
-static void demote_one(int fd, struct shunt_fd *e, void *p)
+static void finish_one(int fd, struct shunt_fd *e, void *p)
 {
-	struct demote_arg *a = p;
-	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || e->conn != a->c)
+	struct finish_arg *a = p;
+	(void)fd;
+	if (e->conn != a->c || shunt_fd_kind(e) != SHUNT_FD_ACCEL)
 		return;
 	e->reason = (uint8_t)a->why;
 	__atomic_store_n(&e->kind, SHUNT_FD_KERNEL, __ATOMIC_RELEASE);
-	e->conn = NULL;
-	conn_unref(a->c);
+}
+
+void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why)
+{
+	if (__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
+		return;
+	c->reason = (uint8_t)why;
+	__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+	struct finish_arg a = {c, why};
+	shunt_fd_foreach(SHUNT_FD_ACCEL, finish_one, &a);
+	SHUNT_INFO("fd=%d moved from %s to the kernel path: %s", c->fd, c->ops->name,
+		   shunt_reason_name(why));
 }
 
 void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
 {
+	(void)fd;
 	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
 		return;
 	struct shunt_conn *c = e->conn;
-	SHUNT_INFO("demoting fd=%d transport=%s reason=%s", fd, c->ops->name,
-		   shunt_reason_name(why));
-	/* The transport hands every unconsumed byte back to TCP first; then
-	 * every fd number sharing the connection (dup) reads the socket. */
-	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 	c->ops->demote(c, why);
-	struct demote_arg a = {c, why};
-	shunt_fd_foreach(SHUNT_FD_ACCEL, demote_one, &a);
-	conn_unref(c);
+	shunt_conn_finish(c, why);
+}
+
+static void fork_one(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (e->conn && e->conn->ops->fork)
+		e->conn->ops->fork(e->conn);
+}
+
+void shunt_conn_before_fork(void)
+{
+	shunt_fd_foreach(SHUNT_FD_LISTEN, fork_one, NULL);
 }
 
 static void exec_demote(int fd, struct shunt_fd *e, void *arg)

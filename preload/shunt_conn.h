@@ -12,6 +12,7 @@
 #ifndef SHUNT_CONN_H
 #define SHUNT_CONN_H
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -35,7 +36,10 @@
 	X(EXEC, "exec")              /* demoted so an exec'd program can use it */ \
 	X(STDIO, "stdio")            /* wrapped in a FILE by fdopen */            \
 	X(UNSUPPORTED, "unsupported") /* a call shunt cannot serve (splice...) */ \
-	X(INTERNAL, "internal")      /* shunt's own socket or a nested call */
+	X(INTERNAL, "internal")      /* shunt's own socket or a nested call */ \
+	X(PEER_CRED, "peer-cred")    /* the offer came from another user */   \
+	X(BAD_OFFER, "bad-offer")    /* a malformed or foreign offer */       \
+	X(OFFER_TIMEOUT, "offer-timeout") /* no answer from the server in time */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,
@@ -50,39 +54,61 @@ const char *shunt_reason_name(enum shunt_reason r);
  * providers do.  The preload layer calls them only for fds whose entry is
  * SHUNT_FD_ACCEL (data path) or during the decision (control path).
  *
- * Decision hooks return 0 when the transport takes the connection (having
- * set e->conn), or a reason code explaining why not. */
+ * Decision hooks return SHUNT_R_NONE when the transport takes the
+ * connection (having set e->conn), or a reason code explaining why not. */
 struct shunt_transport_ops {
 	const char *name;
 	enum shunt_transport id;
 
 	/* Control path. */
-	int (*on_listen)(int fd, struct shunt_fd *e);
+	void (*on_listen)(int fd, struct shunt_fd *e);
 	enum shunt_reason (*connect)(int fd, struct shunt_fd *e,
 				     const struct sockaddr *dst, socklen_t len);
 	enum shunt_reason (*accept)(int lfd, int fd, struct shunt_fd *e,
 				    const struct sockaddr *peer, socklen_t len);
+	/* This end took the kernel path: refuse whatever the peer offered. */
+	void (*decline)(int fd, const struct sockaddr *peer, socklen_t len);
+	/* The last fd number referring to c in this process is closing. */
 	void (*close)(struct shunt_conn *c);
-	/* Give the connection back to TCP, replaying unconsumed bytes. */
-	int (*demote)(struct shunt_conn *c, enum shunt_reason why);
+	/* Hand the connection back to TCP, nothing lost: on return this end
+	 * reads and writes the socket.  Then the caller calls
+	 * shunt_conn_finish(). */
+	void (*demote)(struct shunt_conn *c, enum shunt_reason why);
+	/* The process is about to fork with c open. */
+	void (*fork)(struct shunt_conn *c);
 
 	/* Data path: all read and write calls funnel into these two. */
 	ssize_t (*recvmsg)(struct shunt_conn *c, struct msghdr *m, int flags);
 	ssize_t (*sendmsg)(struct shunt_conn *c, const struct msghdr *m, int flags);
 	int (*shutdown)(struct shunt_conn *c, int how);
-	/* Readiness as poll(2) events, without blocking. */
-	short (*poll)(struct shunt_conn *c, short events);
-	/* An fd that becomes readable when poll() may have changed. */
-	int (*wait_fd)(struct shunt_conn *c);
-	/* FIONREAD, SIOCOUTQ; -1/ENOTTY to let the kernel answer. */
+	/* FIONREAD, SIOCOUTQ; -1/ENOTTY lets the kernel answer. */
 	int (*ioctl)(struct shunt_conn *c, unsigned long req, void *arg);
+
+	/* Readiness, for poll/select/epoll.  poll() answers from user space
+	 * without blocking.  To sleep, the caller arm()s (the transport
+	 * returns up to 2 kernel fds whose readiness means "ask poll()
+	 * again", and may shorten *timeout_ms), calls poll() once more (the
+	 * peer may have moved in between), sleeps in the kernel, then
+	 * disarm()s with the same events and the kernel's answer. */
+	short (*poll)(struct shunt_conn *c, short events);
+	int (*arm)(struct shunt_conn *c, short events, struct pollfd out[2],
+		   int *timeout_ms);
+	void (*disarm)(struct shunt_conn *c, short events, const struct pollfd *fds,
+		       int n);
+	/* A counter that moves whenever bytes arrive or space frees: the
+	 * edges of EPOLLET. */
+	uint64_t (*progress)(struct shunt_conn *c);
 };
 
-/* The transport that owns an accelerated connection; first member of every
- * transport's connection object. */
+/* The transport's per-connection object starts with this. */
 struct shunt_conn {
 	const struct shunt_transport_ops *ops;
-	unsigned refs; /* fd numbers that refer to it (dup); atomic */
+	unsigned refs;     /* fd numbers that refer to it (dup); atomic */
+	int fd;            /* one of those numbers: the TCP socket, for the
+			      transport's own kernel calls */
+	uint8_t finished;  /* demoted: entries are KERNEL, resources kept
+			      until the last close */
+	uint8_t reason;    /* why it was finished */
 };
 
 /* Decisions: called by the interposed calls after classifying the fd. */
@@ -100,8 +126,13 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e);
 void shunt_conn_dup(int fd, int nfd);
 /* Before exec: demote what the new program would inherit. */
 void shunt_conn_before_exec(void);
-/* Demote one connection to the kernel path. */
+/* Demote one connection to the kernel path (exec, fdopen, sendfile...). */
 void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why);
+/* The transport has handed c back to TCP: every fd number referring to it
+ * becomes KERNEL.  c itself lives on until its last close.  Idempotent. */
+void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why);
+/* Before fork: tell transports which connections become shared. */
+void shunt_conn_before_fork(void);
 
 /* Classify an fd shunt has not seen created (inherited, received by
  * SCM_RIGHTS, created while the guard was held): TCP, LISTEN or OTHER. */

@@ -6,6 +6,15 @@
 #include "config/shunt_config.h"
 
 #define SHUNT_EXPORT __attribute__((visibility("default")))
+static inline void shunt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

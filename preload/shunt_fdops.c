@@ -9,9 +9,11 @@
 #include "shunt_conn.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
+#include "shunt_wait.h"
 
 static inline void forget(int fd)
 {
+	shunt_epoll_forget(fd);
 	struct shunt_fd *e = shunt_fd_peek(fd);
 	if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
 		shunt_conn_on_close(fd, e);

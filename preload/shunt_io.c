@@ -10,18 +10,25 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+/* The transport sees one flag for "do not block": O_NONBLOCK on the fd
+ * (cached in the entry) or MSG_DONTWAIT on the call. */
+static inline int nb(const struct shunt_fd *e, int flags)
+{
+	return e->flags & SHUNT_FDF_NONBLOCK ? flags | MSG_DONTWAIT : flags;
+}
+
 static ssize_t accel_recv(struct shunt_fd *e, void *b, size_t n, int flags)
 {
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return e->conn->ops->recvmsg(e->conn, &m, flags);
+	return e->conn->ops->recvmsg(e->conn, &m, nb(e, flags));
 }
 
 static ssize_t accel_send(struct shunt_fd *e, const void *b, size_t n, int flags)
 {
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return e->conn->ops->sendmsg(e->conn, &m, flags);
+	return e->conn->ops->sendmsg(e->conn, &m, nb(e, flags));
 }
 
 SHUNT_EXPORT ssize_t read(int fd, void *b, size_t n)
@@ -45,7 +52,7 @@ SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 	if (likely(!e))
 		return REAL(readv)(fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return e->conn->ops->recvmsg(e->conn, &m, 0);
+	return e->conn->ops->recvmsg(e->conn, &m, nb(e, 0));
 }
 
 SHUNT_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
@@ -72,7 +79,7 @@ SHUNT_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags,
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_name = sa, .msg_namelen = len ? *len : 0,
 			   .msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = e->conn->ops->recvmsg(e->conn, &m, flags);
+	ssize_t r = e->conn->ops->recvmsg(e->conn, &m, nb(e, flags));
 	if (r >= 0 && sa && len)
 		*len = m.msg_namelen;
 	return r;
@@ -91,7 +98,7 @@ SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct shunt_fd *e = shunt_fd_accel(fd);
 	if (likely(!e))
 		return REAL(recvmsg)(fd, m, flags);
-	return e->conn->ops->recvmsg(e->conn, m, flags);
+	return e->conn->ops->recvmsg(e->conn, m, nb(e, flags));
 }
 
 SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
@@ -105,7 +112,7 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 	unsigned i;
 	for (i = 0; i < n; i++) {
 		ssize_t r = e->conn->ops->recvmsg(e->conn, &v[i].msg_hdr,
-						  i ? flags | MSG_DONTWAIT : flags);
+						  i ? flags | MSG_DONTWAIT : nb(e, flags));
 		if (r < 0)
 			return i ? (int)i : -1;
 		v[i].msg_len = (unsigned)r;
@@ -129,7 +136,7 @@ SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
 	if (likely(!e))
 		return REAL(writev)(fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return e->conn->ops->sendmsg(e->conn, &m, 0);
+	return e->conn->ops->sendmsg(e->conn, &m, nb(e, 0));
 }
 
 SHUNT_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
@@ -155,7 +162,7 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct shunt_fd *e = shunt_fd_accel(fd);
 	if (likely(!e))
 		return REAL(sendmsg)(fd, m, flags);
-	return e->conn->ops->sendmsg(e->conn, m, flags);
+	return e->conn->ops->sendmsg(e->conn, m, nb(e, flags));
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
@@ -165,7 +172,7 @@ SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 		return REAL(sendmmsg)(fd, v, n, flags);
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		ssize_t r = e->conn->ops->sendmsg(e->conn, &v[i].msg_hdr, flags);
+		ssize_t r = e->conn->ops->sendmsg(e->conn, &v[i].msg_hdr, nb(e, flags));
 		if (r < 0)
 			return i ? (int)i : -1;
 		v[i].msg_len = (unsigned)r;

@@ -1,18 +1,242 @@
-/* Readiness calls.  A connection on the kernel path is ready exactly when its
- * socket is, so for it these are libc's own; the transports' readiness (rings
- * checked in user space, wakeup fds added to the kernel wait) hooks in here
- * behind shunt_any_accel().  epoll_create/epoll_create1 return new fd numbers,
- * so they also reset the table entry. */
+/* poll, ppoll, select, pselect.
+ *
+ * While no connection in the process is accelerated these are libc's own,
+ * after one load of a counter.  Otherwise readiness of accelerated fds comes
+ * from their transport (rings, in user space) and that of every other fd
+ * from the kernel; to sleep, the transports' wake fds join the kernel wait
+ * and the results are translated back, so the application only ever sees
+ * its own fds and events. */
 #include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "shunt_conn.h"
 #include "shunt_real.h"
+#include "shunt_wait.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+uint64_t shunt_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int shunt_remaining_ms(uint64_t deadline_ns)
+{
+	if (!deadline_ns)
+		return -1;
+	uint64_t now = shunt_now_ns();
+	if (now >= deadline_ns)
+		return 0;
+	uint64_t ms = (deadline_ns - now + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
+void shunt_spin_accel(int (*ready)(void *), void *arg)
+{
+	/* The budget is per blocking call: spin once, then sleep.  Two
+	 * cores: yield now and then so the peer we wait for can run. */
+	uint64_t budget = (uint64_t)shunt_config()->spin_us * 1000;
+	if (!budget)
+		return;
+	uint64_t t0 = shunt_now_ns();
+	for (unsigned i = 1; !ready(arg); i++) {
+		shunt_cpu_relax();
+		if ((i & 63) == 0) {
+			if (shunt_now_ns() - t0 >= budget)
+				return;
+			if ((i & 1023) == 0)
+				sched_yield();
+		}
+	}
+}
+
+/* User-space readiness of p's accelerated fds; counts them in *naccel. */
+static int accel_scan(struct pollfd *p, nfds_t n, int *naccel)
+{
+	int ready = 0;
+	*naccel = 0;
+	for (nfds_t i = 0; i < n; i++) {
+		struct shunt_fd *e = shunt_fd_accel(p[i].fd);
+		if (!e)
+			continue;
+		struct shunt_conn *c = e->conn;
+		short r = c->ops->poll(c, (short)(p[i].events | POLLRDHUP));
+		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
+			continue; /* just handed to the kernel path */
+		(*naccel)++;
+		p[i].revents = (short)(r & (p[i].events | POLLERR | POLLHUP | POLLNVAL));
+		if (p[i].revents)
+			ready++;
+	}
+	return ready;
+}
+
+struct scan_arg {
+	struct pollfd *p;
+	nfds_t n;
+};
+
+static int scan_ready(void *a)
+{
+	struct scan_arg *s = a;
+	int naccel;
+	return accel_scan(s->p, s->n, &naccel) > 0;
+}
+
+struct armed {
+	struct shunt_conn *c;
+	short events;
+	int at, m;
+};
+
+static struct timespec *ms_to_ts(int ms, struct timespec *ts)
+{
+	if (ms < 0)
+		return NULL;
+	ts->tv_sec = ms / 1000;
+	ts->tv_nsec = (long)(ms % 1000) * 1000000;
+	return ts;
+}
+
+int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
+			const sigset_t *mask)
+{
+	struct pollfd kbuf[128];
+	struct armed abuf[64];
+	struct pollfd *k = kbuf;
+	struct armed *a = abuf;
+	size_t kcap = sizeof kbuf / sizeof *kbuf, acap = sizeof abuf / sizeof *abuf;
+	struct timespec ts;
+	int spun = 0, rc;
+	for (;;) {
+		int naccel;
+		int ready = accel_scan(p, n, &naccel);
+		if (naccel == 0 && ready == 0) {
+			/* Nothing accelerated any more: one plain call. */
+			rc = REAL(ppoll)(p, n, ms_to_ts(shunt_remaining_ms(deadline_ns), &ts), mask);
+			goto out;
+		}
+		size_t need = n + 2 * (size_t)naccel;
+		if (need > kcap) {
+			struct pollfd *nk = malloc(need * sizeof *nk);
+			if (!nk)
+				goto nomem;
+			if (k != kbuf)
+				free(k);
+			k = nk;
+			kcap = need;
+		}
+		if ((size_t)naccel > acap) {
+			struct armed *na = malloc((size_t)naccel * sizeof *na);
+			if (!na)
+				goto nomem;
+			if (a != abuf)
+				free(a);
+			a = na;
+			acap = (size_t)naccel;
+		}
+		/* Kernel fds: a non-blocking look.  An fd of -1 is skipped. */
+		for (nfds_t i = 0; i < n; i++) {
+			k[i] = p[i];
+			if (shunt_fd_accel(p[i].fd))
+				k[i].fd = -1;
+		}
+		int kr = REAL(poll)(k, n, 0);
+		if (kr < 0) {
+			rc = -1;
+			goto out;
+		}
+		for (nfds_t i = 0; i < n; i++) {
+			if (k[i].fd < 0 && p[i].fd >= 0)
+				continue;
+			p[i].revents = k[i].revents;
+			if (k[i].revents)
+				ready++;
+		}
+		if (ready) {
+			rc = ready;
+			goto out;
+		}
+		int ms = shunt_remaining_ms(deadline_ns);
+		if (ms == 0) {
+			rc = 0;
+			goto out;
+		}
+		if (!spun) {
+			struct scan_arg sa = {p, n};
+			spun = 1;
+			shunt_spin_accel(scan_ready, &sa);
+			continue;
+		}
+		/* Sleep: arm every accelerated fd, look once more, then wait
+		 * in the kernel on everything. */
+		size_t nk = n;
+		int na = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			struct shunt_fd *e = shunt_fd_accel(p[i].fd);
+			if (!e || na == naccel)
+				continue;
+			struct shunt_conn *c = e->conn;
+			short ev = (short)(p[i].events | POLLRDHUP);
+			a[na] = (struct armed){c, ev, (int)nk, 0};
+			a[na].m = c->ops->arm(c, ev, &k[nk], &ms);
+			nk += (size_t)a[na].m;
+			na++;
+		}
+		int again = 0;
+		for (int j = 0; j < na && !again; j++)
+			again = a[j].c->ops->poll(a[j].c, a[j].events) != 0;
+		kr = again ? 0 : REAL(ppoll)(k, (nfds_t)nk, ms_to_ts(ms, &ts), mask);
+		int err = errno;
+		for (int j = 0; j < na; j++)
+			a[j].c->ops->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
+		if (kr < 0) {
+			errno = err;
+			rc = -1; /* EINTR: poll is never restarted */
+			goto out;
+		}
+	}
+nomem:
+	errno = ENOMEM;
+	rc = -1;
+out:
+	if (k != kbuf)
+		free(k);
+	if (a != abuf)
+		free(a);
+	return rc;
+}
+
+static uint64_t deadline_from_ms(int t)
+{
+	return t < 0 ? 0 : shunt_now_ns() + (uint64_t)t * 1000000u + 1;
+}
+
+static uint64_t deadline_from_ts(const struct timespec *t)
+{
+	if (!t)
+		return 0;
+	return shunt_now_ns() + (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec + 1;
+}
+
+static int any_accel(const struct pollfd *p, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (shunt_fd_accel(p[i].fd))
+			return 1;
+	return 0;
+}
+
 SHUNT_EXPORT int poll(struct pollfd *p, nfds_t n, int t)
 {
-	return REAL(poll)(p, n, t);
+	if (likely(!shunt_any_accel()) || !any_accel(p, n))
+		return REAL(poll)(p, n, t);
+	return shunt_poll_emulated(p, n, deadline_from_ms(t), NULL);
 }
 
 SHUNT_EXPORT int __poll_chk(struct pollfd *p, nfds_t n, int t, size_t size)
@@ -25,7 +249,9 @@ SHUNT_EXPORT int __poll_chk(struct pollfd *p, nfds_t n, int t, size_t size)
 SHUNT_EXPORT int ppoll(struct pollfd *p, nfds_t n, const struct timespec *t,
 		       const sigset_t *s)
 {
-	return REAL(ppoll)(p, n, t, s);
+	if (likely(!shunt_any_accel()) || !any_accel(p, n))
+		return REAL(ppoll)(p, n, t, s);
+	return shunt_poll_emulated(p, n, deadline_from_ts(t), s);
 }
 
 SHUNT_EXPORT int __ppoll_chk(struct pollfd *p, nfds_t n, const struct timespec *t,
@@ -36,55 +262,90 @@ SHUNT_EXPORT int __ppoll_chk(struct pollfd *p, nfds_t n, const struct timespec *
 	return ppoll(p, n, t, s);
 }
 
+/* select/pselect with an accelerated fd in a set: the same wait as poll. */
+static int select_emulated(int n, fd_set *r, fd_set *w, fd_set *x, uint64_t deadline,
+			   const sigset_t *mask)
+{
+	struct pollfd p[FD_SETSIZE];
+	nfds_t np = 0;
+	if (n > FD_SETSIZE)
+		n = FD_SETSIZE;
+	for (int fd = 0; fd < n; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (x && FD_ISSET(fd, x))
+			ev |= POLLPRI;
+		if (ev)
+			p[np++] = (struct pollfd){fd, ev, 0};
+	}
+	int rc = shunt_poll_emulated(p, np, deadline, mask);
+	if (rc < 0)
+		return rc;
+	for (nfds_t i = 0; i < np; i++)
+		if (p[i].revents & POLLNVAL) {
+			errno = EBADF;
+			return -1;
+		}
+	int count = 0;
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (x)
+		FD_ZERO(x);
+	for (nfds_t i = 0; i < np; i++) {
+		short re = p[i].revents;
+		if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[i].fd, r);
+			count++;
+		}
+		if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[i].fd, w);
+			count++;
+		}
+		if (x && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[i].fd, x);
+			count++;
+		}
+	}
+	return count;
+}
+
+static int sets_accel(int n, fd_set *r, fd_set *w, fd_set *x)
+{
+	if (n > FD_SETSIZE)
+		n = FD_SETSIZE;
+	for (int fd = 0; fd < n; fd++)
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x))) &&
+		    shunt_fd_accel(fd))
+			return 1;
+	return 0;
+}
+
 SHUNT_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
 {
-	return REAL(select)(n, r, w, e, t);
-}
-
-SHUNT_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e,
-			 const struct timespec *t, const sigset_t *s)
-{
-	return REAL(pselect)(n, r, w, e, t, s);
-}
-
-static int new_fd(int fd)
-{
-	if (fd >= 0) {
-		int saved = errno;
-		shunt_fd_reset(fd);
-		errno = saved;
+	if (likely(!shunt_any_accel()) || !sets_accel(n, r, w, e))
+		return REAL(select)(n, r, w, e, t);
+	uint64_t d = t ? shunt_now_ns() + (uint64_t)t->tv_sec * 1000000000u +
+				 (uint64_t)t->tv_usec * 1000u + 1
+		       : 0;
+	int rc = select_emulated(n, r, w, e, d, NULL);
+	if (t) {
+		/* Linux select reports the time left. */
+		int ms = shunt_remaining_ms(d);
+		t->tv_sec = ms / 1000;
+		t->tv_usec = (ms % 1000) * 1000;
 	}
-	return fd;
+	return rc;
 }
 
-SHUNT_EXPORT int epoll_create(int size)
+SHUNT_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+			 const sigset_t *s)
 {
-	return new_fd(REAL(epoll_create)(size));
-}
-
-SHUNT_EXPORT int epoll_create1(int flags)
-{
-	return new_fd(REAL(epoll_create1)(flags));
-}
-
-SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
-{
-	return REAL(epoll_ctl)(ep, op, fd, ev);
-}
-
-SHUNT_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int n, int t)
-{
-	return REAL(epoll_wait)(ep, ev, n, t);
-}
-
-SHUNT_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int n, int t,
-			     const sigset_t *s)
-{
-	return REAL(epoll_pwait)(ep, ev, n, t, s);
-}
-
-SHUNT_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int n,
-			      const struct timespec *t, const sigset_t *s)
-{
-	return REAL(epoll_pwait2)(ep, ev, n, t, s);
+	if (likely(!shunt_any_accel()) || !sets_accel(n, r, w, e))
+		return REAL(pselect)(n, r, w, e, t, s);
+	return select_emulated(n, r, w, e, deadline_from_ts(t), s);
 }

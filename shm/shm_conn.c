@@ -1,0 +1,726 @@
+/* The shm transport's control path: rundir, offer and commit, decline,
+ * demotion, close.  The data path is in shm_data.c.
+ *
+ * Rendezvous (brief, "Local rendezvous"):
+ *   client connect():  registry says a live shunt listener has dst
+ *                      -> bind (so the 4-tuple is known)
+ *                      -> create <rundir>/o/<key>: header + two rings
+ *                      -> bind wake socket <key>.c
+ *                      -> real connect(); may write into the ring at once
+ *   server accept():   open <rundir>/o/<key> for the accepted 4-tuple
+ *                      -> owner uid, size, header checked
+ *                      -> wake socket <key>.s; CAS OFFERED -> COMMITTED
+ *                      -> unlink the offer file, wake the client
+ *   decline (either):  CAS -> DEMOTING with the client as replayer: the
+ *                      client sends its unread ring bytes over TCP.
+ * No byte of this goes over the TCP connection. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/shunt_log.h"
+#include "preload/shunt_real.h"
+#include "shm_internal.h"
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef RAMFS_MAGIC
+#define RAMFS_MAGIC 0x858458f6
+#endif
+
+/* ---- rundir --------------------------------------------------------------- */
+
+static char rundir[SHM_PATH_MAX];
+static int rundir_state; /* 0 unknown, 1 ok, -1 unusable */
+
+int shm_fd_high(int fd)
+{
+	struct rlimit rl;
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur <= 200)
+		return fd;
+	int nfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)100L);
+	if (nfd < 0)
+		return fd;
+	REAL(close)(fd);
+	return nfd;
+}
+
+/* A directory of ours: owned by this uid and not writable by others, so no
+ * other user can plant offers or registry entries in it. */
+static int own_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	if (st.st_uid != geteuid() || (st.st_mode & 002))
+		return -1;
+	return 0;
+}
+
+static int try_rundir(const char *dir)
+{
+	char sub[SHM_PATH_MAX + 4];
+	if (strlen(dir) + 3 >= SHM_PATH_MAX || own_dir(dir, 0700) < 0)
+		return -1;
+	snprintf(sub, sizeof sub, "%s/l", dir);
+	if (own_dir(sub, 0700) < 0)
+		return -1;
+	snprintf(sub, sizeof sub, "%s/o", dir);
+	if (own_dir(sub, 0700) < 0)
+		return -1;
+	snprintf(rundir, sizeof rundir, "%s", dir);
+	return 0;
+}
+
+static int memory_backed(const char *dir)
+{
+	struct statfs fs;
+	return statfs(dir, &fs) == 0 &&
+	       ((unsigned long)fs.f_type == TMPFS_MAGIC || (unsigned long)fs.f_type == RAMFS_MAGIC);
+}
+
+/* Rings live in files of the rundir, so it must be memory-backed: a ring
+ * on disk would be written back to it.  /run/shunt is the brief's default;
+ * where /run is not tmpfs (some containers and VMs), /dev/shm is. */
+const char *shm_rundir(void)
+{
+	int st = __atomic_load_n(&rundir_state, __ATOMIC_ACQUIRE);
+	if (st)
+		return st > 0 ? rundir : NULL;
+	const struct shunt_config *cfg = shunt_config();
+	char buf[SHM_PATH_MAX];
+	int ok = -1;
+	SHUNT_GUARD_ENTER();
+	if (cfg->rundir[0]) {
+		ok = try_rundir(cfg->rundir);
+		if (ok < 0)
+			shunt_log(SHUNT_LOG_WARN,
+				  "rundir %s is not usable (missing, not ours, or writable by others); shm is off",
+				  cfg->rundir);
+		else if (!memory_backed(rundir))
+			shunt_log(SHUNT_LOG_WARN,
+				  "rundir %s is not on tmpfs: ring pages will be written back to disk",
+				  rundir);
+	} else {
+		if (geteuid() == 0 && memory_backed("/run"))
+			ok = try_rundir("/run/shunt");
+		if (ok < 0) {
+			snprintf(buf, sizeof buf, "/dev/shm/shunt-%u", (unsigned)geteuid());
+			ok = try_rundir(buf);
+		}
+		if (ok < 0) {
+			snprintf(buf, sizeof buf, "/tmp/shunt-%u", (unsigned)geteuid());
+			ok = try_rundir(buf);
+		}
+	}
+	SHUNT_GUARD_LEAVE();
+	__atomic_store_n(&rundir_state, ok == 0 ? 1 : -1, __ATOMIC_RELEASE);
+	return ok == 0 ? rundir : NULL;
+}
+
+static int path_of(char *buf, size_t len, const char *key, const char *suffix)
+{
+	int n = snprintf(buf, len, "%s/o/%s%s", rundir, key, suffix);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* ---- wakeups -------------------------------------------------------------- */
+
+/* One unbound datagram socket per process sends every wakeup; each end of a
+ * connection owns a bound one that its waits poll. */
+static int sender = -1;
+static pid_t sender_pid;
+
+static int wake_sender(void)
+{
+	pid_t pid = getpid();
+	int fd = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && __atomic_load_n(&sender_pid, __ATOMIC_RELAXED) == pid)
+		return fd;
+	int nfd = shm_fd_high(REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	if (nfd < 0)
+		return -1;
+	if (!__atomic_compare_exchange_n(&sender, &fd, nfd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		REAL(close)(nfd);
+		return fd;
+	}
+	__atomic_store_n(&sender_pid, pid, __ATOMIC_RELAXED);
+	return nfd;
+}
+
+void shm_wake_peer(struct shm_conn *c)
+{
+	int s = wake_sender();
+	if (s < 0)
+		return;
+	char b = 0;
+	/* A full queue already holds a wakeup: EAGAIN is fine. */
+	REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+		     (struct sockaddr *)&c->peer, c->peer_len);
+}
+
+static int bind_wake(struct shm_conn *c, const char *mine, const char *peer)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(mine) >= sizeof a.sun_path || strlen(peer) >= sizeof c->peer.sun_path)
+		return -1;
+	strcpy(a.sun_path, mine);
+	c->peer.sun_family = AF_UNIX;
+	strcpy(c->peer.sun_path, peer);
+	c->peer_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(peer) + 1);
+	int fd = REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	unlink(mine);
+	if (REAL(bind)(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		REAL(close)(fd);
+		return -1;
+	}
+	c->wake = shm_fd_high(fd);
+	return 0;
+}
+
+/* ---- objects -------------------------------------------------------------- */
+
+static struct shm_conn *conn_new(struct shm_hdr *h, size_t len, int side)
+{
+	struct shm_conn *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->base.ops = &shm_ops;
+	c->hdr = h;
+	c->map_len = len;
+	c->side = side;
+	c->wake = -1;
+	uint8_t *base = (uint8_t *)h;
+	uint8_t *c2s = base + SHM_HDR_SIZE, *s2c = c2s + h->ring_size;
+	if (side == SHM_CLIENT) {
+		shm_ring_init(&c->tx, &h->ring[0], c2s, h->ring_size);
+		shm_ring_init(&c->rx, &h->ring[1], s2c, h->ring_size);
+	} else {
+		shm_ring_init(&c->tx, &h->ring[1], s2c, h->ring_size);
+		shm_ring_init(&c->rx, &h->ring[0], c2s, h->ring_size);
+	}
+	return c;
+}
+
+static void conn_free(struct shm_conn *c)
+{
+	char path[SHM_PATH_MAX];
+	if (c->wake >= 0) {
+		REAL(close)(c->wake);
+		/* After fork another process may still wait on this name. */
+		if (!c->forked && !path_of(path, sizeof path, c->key,
+					   c->side == SHM_CLIENT ? ".c" : ".s"))
+			unlink(path);
+	}
+	if (c->hdr)
+		munmap(c->hdr, c->map_len);
+	free(c);
+}
+
+uint64_t shm_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- listen --------------------------------------------------------------- */
+
+static void shm_listen_close(struct shunt_conn *base)
+{
+	struct shm_listen *l = (struct shm_listen *)base;
+	const char *rd = shm_rundir();
+	if (rd)
+		shm_registry_remove(rd, &l->reg);
+	free(l);
+}
+
+const struct shunt_transport_ops shm_listen_ops = {
+	.name = "shm",
+	.id = SHUNT_TP_SHM,
+	.close = shm_listen_close,
+};
+
+static void shm_on_listen(int fd, struct shunt_fd *e)
+{
+	const char *rd = shm_rundir();
+	if (!rd || e->conn)
+		return;
+	struct shm_listen *l = calloc(1, sizeof *l);
+	if (!l)
+		return;
+	SHUNT_GUARD_ENTER();
+	int rc = shm_registry_add(rd, fd, &l->reg);
+	SHUNT_GUARD_LEAVE();
+	if (rc < 0) {
+		free(l);
+		return;
+	}
+	l->base.ops = &shm_listen_ops;
+	l->base.refs = 1;
+	l->base.fd = fd;
+	e->conn = &l->base;
+	SHUNT_DEBUG("listen fd=%d registered for shm (%d names)", fd, l->reg.nlocks);
+}
+
+/* ---- client: offer -------------------------------------------------------- */
+
+/* The source address the kernel will pick for dst: a connected UDP socket
+ * is routed without sending anything. */
+static int route_source(const struct sockaddr *dst, socklen_t len,
+			struct sockaddr_storage *src, socklen_t *slen)
+{
+	int s = REAL(socket)(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	int rc = REAL(connect)(s, dst, len);
+	if (rc == 0)
+		rc = getsockname(s, (struct sockaddr *)src, slen);
+	REAL(close)(s);
+	return rc;
+}
+
+static int addr_unspecified(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == 0;
+	const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+	return IN6_IS_ADDR_UNSPECIFIED(a);
+}
+
+static in_port_t port_of(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
+					: ((const struct sockaddr_in6 *)ss)->sin6_port;
+}
+
+static void set_port(struct sockaddr_storage *ss, in_port_t p)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = p;
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = p;
+}
+
+/* Bind the socket now so its 4-tuple is known before the SYN: the offer is
+ * named by it.  A socket the application bound keeps its address. */
+static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
+		     struct sockaddr_storage *local)
+{
+	socklen_t ll = sizeof *local;
+	if (getsockname(fd, (struct sockaddr *)local, &ll) < 0)
+		return -1;
+	in_port_t port = port_of(local);
+	if (addr_unspecified(local)) {
+		struct sockaddr_storage src;
+		socklen_t sl = sizeof src;
+		if (route_source(dst, dlen, &src, &sl) < 0 || src.ss_family != local->ss_family)
+			return -1;
+		if (!port) {
+			set_port(&src, 0);
+			if (REAL(bind)(fd, (struct sockaddr *)&src, sl) < 0)
+				return -1;
+			ll = sizeof *local;
+			return getsockname(fd, (struct sockaddr *)local, &ll);
+		}
+		/* Bound to a port on the wildcard: the kernel fills in the
+		 * address at connect from the same route. */
+		*local = src;
+		set_port(local, port);
+		return 0;
+	}
+	if (!port) {
+		if (REAL(bind)(fd, (struct sockaddr *)local, ll) < 0)
+			return -1;
+		ll = sizeof *local;
+		return getsockname(fd, (struct sockaddr *)local, &ll);
+	}
+	return 0;
+}
+
+static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
+				     socklen_t dlen)
+{
+	const char *rd = shm_rundir();
+	if (!rd)
+		return SHUNT_R_RING_ALLOC;
+	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
+	SHUNT_GUARD_ENTER();
+	struct sockaddr_storage local;
+	struct shm_tuple t;
+	char key[96], path[SHM_PATH_MAX], mine[SHM_PATH_MAX], peer[SHM_PATH_MAX];
+	struct shm_conn *c = NULL;
+	if (!shm_registry_lookup(rd, dst))
+		goto out;
+	why = SHUNT_R_RING_ALLOC;
+	if (fix_local(fd, dst, dlen, &local) < 0 ||
+	    shm_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
+		goto out;
+	shm_tuple_key(&t, key, sizeof key);
+	if (path_of(path, sizeof path, key, "") || path_of(mine, sizeof mine, key, ".c") ||
+	    path_of(peer, sizeof peer, key, ".s"))
+		goto out;
+	uint64_t ring = shunt_config()->ring_size;
+	size_t len = SHM_HDR_SIZE + 2 * ring;
+	int f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (f < 0 && errno == EEXIST) {
+		/* Left by a connection with the same 4-tuple that died. */
+		unlink(path);
+		f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
+	if (f < 0)
+		goto out;
+	struct shm_hdr *h = MAP_FAILED;
+	if (ftruncate(f, (off_t)len) == 0)
+		h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+	REAL(close)(f);
+	if (h == MAP_FAILED) {
+		unlink(path);
+		goto out;
+	}
+	h->magic = SHM_MAGIC;
+	h->version = SHM_VERSION;
+	h->ring_size = ring;
+	h->file_size = len;
+	h->pid[SHM_CLIENT] = getpid();
+	h->uid[SHM_CLIENT] = geteuid();
+	h->tuple = t;
+	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
+	c = conn_new(h, len, SHM_CLIENT);
+	if (!c || (snprintf(c->key, sizeof c->key, "%s", key), bind_wake(c, mine, peer) < 0)) {
+		if (c)
+			conn_free(c);
+		else
+			munmap(h, len);
+		unlink(path);
+		c = NULL;
+		goto out;
+	}
+	c->offer_deadline = shm_now_ms() + shunt_config()->offer_timeout_ms;
+	e->conn = &c->base;
+	why = SHUNT_R_NONE;
+out:
+	SHUNT_GUARD_LEAVE();
+	return why;
+}
+
+/* ---- server: commit or decline ------------------------------------------- */
+
+static int tuple_of(int fd, const struct sockaddr *peer, struct shm_tuple *t)
+{
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof local;
+	if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0)
+		return -1;
+	return shm_tuple_make(t, peer, (struct sockaddr *)&local);
+}
+
+/* Map the offer for fd's 4-tuple if there is a valid one from our uid. */
+static struct shm_hdr *open_offer(const char *key, size_t *len, enum shunt_reason *why)
+{
+	char path[SHM_PATH_MAX];
+	*why = SHUNT_R_NO_PEER_SHIM;
+	if (path_of(path, sizeof path, key, ""))
+		return NULL;
+	int f = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (f < 0)
+		return NULL;
+	struct stat st;
+	struct shm_hdr *h = MAP_FAILED;
+	*why = SHUNT_R_PEER_CRED;
+	if (fstat(f, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+		*why = SHUNT_R_BAD_OFFER;
+		if (st.st_size >= (off_t)SHM_HDR_SIZE &&
+		    (uint64_t)st.st_size <= SHM_HDR_SIZE + 2ull * SHM_MAX_RING)
+			h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+	}
+	REAL(close)(f);
+	if (h == MAP_FAILED)
+		return NULL;
+	*len = (size_t)st.st_size;
+	return h;
+}
+
+/* Tell the client to carry on over TCP (it replays what it wrote). */
+static void refuse(struct shm_hdr *h)
+{
+	uint32_t st = SHM_OFFERED;
+	if (__atomic_compare_exchange_n(&h->state, &st, SHM_DEMOTING, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		__atomic_store_n(&h->replayer, SHM_CLIENT, __ATOMIC_RELEASE);
+}
+
+static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
+				    const struct sockaddr *peer, socklen_t plen)
+{
+	(void)lfd;
+	(void)plen;
+	const char *rd = shm_rundir();
+	if (!rd)
+		return SHUNT_R_RING_ALLOC;
+	struct shm_tuple t;
+	char key[96], path[SHM_PATH_MAX], mine[SHM_PATH_MAX], theirs[SHM_PATH_MAX];
+	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
+	size_t len = 0;
+	SHUNT_GUARD_ENTER();
+	struct shm_hdr *h = NULL;
+	struct shm_conn *c = NULL;
+	if (tuple_of(fd, peer, &t) < 0)
+		goto out;
+	shm_tuple_key(&t, key, sizeof key);
+	if (path_of(path, sizeof path, key, "") || path_of(mine, sizeof mine, key, ".s") ||
+	    path_of(theirs, sizeof theirs, key, ".c"))
+		goto out;
+	h = open_offer(key, &len, &why);
+	if (!h)
+		goto out;
+	if (shm_hdr_check(h, len, &t) < 0) {
+		why = SHUNT_R_BAD_OFFER;
+		goto refuse;
+	}
+	c = conn_new(h, len, SHM_SERVER);
+	if (!c) {
+		why = SHUNT_R_RING_ALLOC;
+		goto refuse;
+	}
+	snprintf(c->key, sizeof c->key, "%s", key);
+	if (bind_wake(c, mine, theirs) < 0) {
+		why = SHUNT_R_RING_ALLOC;
+		goto refuse;
+	}
+	/* The client's wake socket proves it is alive: an offer left by a
+	 * dead process, for a 4-tuple now reused, must not be taken. */
+	int s = wake_sender();
+	char b = 0;
+	if (s < 0 || REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+				  (struct sockaddr *)&c->peer, c->peer_len) < 0) {
+		if (errno != EAGAIN) {
+			unlink(path);
+			unlink(theirs);
+			why = SHUNT_R_NO_PEER_SHIM;
+			goto fail;
+		}
+	}
+	uint32_t st = SHM_OFFERED;
+	if (!__atomic_compare_exchange_n(&h->state, &st, SHM_COMMITTED, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		/* The client gave up waiting (offer_timeout_ms) and is on TCP. */
+		why = SHUNT_R_OFFER_TIMEOUT;
+		goto fail;
+	}
+	h->pid[SHM_SERVER] = getpid();
+	h->uid[SHM_SERVER] = geteuid();
+	unlink(path);
+	shm_wake_peer(c);
+	e->conn = &c->base;
+	SHUNT_GUARD_LEAVE();
+	return SHUNT_R_NONE;
+refuse:
+	refuse(h);
+	if (c && c->wake >= 0)
+		shm_wake_peer(c);
+fail:
+	if (c)
+		conn_free(c);
+	else
+		munmap(h, len);
+out:
+	SHUNT_GUARD_LEAVE();
+	return why;
+}
+
+static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
+{
+	(void)plen;
+	const char *rd = shm_rundir();
+	struct shm_tuple t;
+	char key[96];
+	size_t len;
+	enum shunt_reason why;
+	if (!rd || tuple_of(fd, peer, &t) < 0)
+		return;
+	SHUNT_GUARD_ENTER();
+	shm_tuple_key(&t, key, sizeof key);
+	struct shm_hdr *h = open_offer(key, &len, &why);
+	if (h) {
+		if (shm_hdr_check(h, len, &t) == 0) {
+			struct shm_conn c = {0};
+			char theirs[SHM_PATH_MAX];
+			refuse(h);
+			if (!path_of(theirs, sizeof theirs, key, ".c") &&
+			    strlen(theirs) < sizeof c.peer.sun_path) {
+				c.peer.sun_family = AF_UNIX;
+				strcpy(c.peer.sun_path, theirs);
+				c.peer_len = sizeof c.peer;
+				shm_wake_peer(&c);
+			}
+		}
+		munmap(h, len);
+	}
+	SHUNT_GUARD_LEAVE();
+}
+
+/* ---- switching to TCP ----------------------------------------------------- */
+
+/* Write every byte of our tx ring the peer has not consumed to the socket,
+ * in order, before anything else we send there. */
+static int replay(struct shm_conn *c)
+{
+	struct iovec v[2];
+	size_t n = shm_ring_unread(&c->tx, v);
+	size_t done = 0;
+	while (done < n) {
+		struct iovec w[2];
+		int cnt = 0;
+		size_t skip = done;
+		for (int i = 0; i < 2; i++) {
+			if (skip >= v[i].iov_len) {
+				skip -= v[i].iov_len;
+				continue;
+			}
+			w[cnt].iov_base = (uint8_t *)v[i].iov_base + skip;
+			w[cnt].iov_len = v[i].iov_len - skip;
+			skip = 0;
+			cnt++;
+		}
+		struct msghdr m = {.msg_iov = w, .msg_iovlen = (size_t)cnt};
+		ssize_t r = REAL(sendmsg)(c->base.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN) {
+			struct pollfd p = {c->base.fd, POLLOUT, 0};
+			REAL(poll)(&p, 1, -1);
+			continue;
+		}
+		return -1;
+	}
+	/* The peer's view: those bytes are gone from the ring. */
+	shm_ring_consume(&c->tx, n);
+	return 0;
+}
+
+int shm_switch(struct shm_conn *c)
+{
+	if (c->switched)
+		return 0;
+	shm_lock(&c->tx.ctl->wlock);
+	if (!c->switched) {
+		uint32_t rep = __atomic_load_n(&c->hdr->replayer, __ATOMIC_ACQUIRE);
+		if (rep == (uint32_t)c->side) {
+			replay(c);
+			/* What the peer wrote before it stopped is still ours
+			 * to read, before the socket. */
+			c->rx_ring_first = 1;
+			uint32_t st = SHM_DEMOTING;
+			__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTED, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		}
+		__atomic_store_n(&c->switched, 1, __ATOMIC_RELEASE);
+	}
+	shm_unlock(&c->tx.ctl->wlock);
+	return 0;
+}
+
+/* Ask for TCP from this end.  The peer replays what we have not read; we
+ * leave our unread rx bytes to that replay and read only the socket. */
+static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
+{
+	struct shm_conn *c = (struct shm_conn *)base;
+	(void)why;
+	SHUNT_GUARD_ENTER();
+	shm_lock(&c->tx.ctl->wlock);
+	shm_lock(&c->rx.ctl->rlock);
+	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t want = c->side == SHM_CLIENT && st == SHM_OFFERED ? SHM_CLIENT
+									   : (uint32_t)!c->side;
+		if (st != SHM_OFFERED && st != SHM_COMMITTED)
+			break;
+		if (__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&c->hdr->replayer, want, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	shm_unlock(&c->rx.ctl->rlock);
+	shm_unlock(&c->tx.ctl->wlock);
+	shm_wake_peer(c);
+	shm_switch(c);
+	SHUNT_GUARD_LEAVE();
+}
+
+void shm_give_up(struct shm_conn *c)
+{
+	shm_demote(&c->base, SHUNT_R_OFFER_TIMEOUT);
+}
+
+static void shm_fork(struct shunt_conn *base)
+{
+	((struct shm_conn *)base)->forked = 1;
+}
+
+static void shm_close(struct shunt_conn *base)
+{
+	struct shm_conn *c = (struct shm_conn *)base;
+	SHUNT_GUARD_ENTER();
+	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
+	if (c->side == SHM_CLIENT && st == SHM_OFFERED) {
+		/* Never accepted yet: give the bytes to TCP, which keeps them
+		 * for the server's accept() as it would have anyway. */
+		shm_demote(base, SHUNT_R_NONE);
+		char path[SHM_PATH_MAX];
+		if (!path_of(path, sizeof path, c->key, ""))
+			unlink(path);
+	} else if (!c->switched) {
+		/* Only a hint: the socket may live on in another process.
+		 * The peer trusts the TCP FIN, which comes with the last
+		 * close. */
+		__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
+		shm_wake_peer(c);
+	}
+	if (shunt_log_on(SHUNT_LOG_DEBUG))
+		shunt_log(SHUNT_LOG_DEBUG, "shm close fd=%d bytes_in=%llu bytes_out=%llu",
+			  c->base.fd, (unsigned long long)c->bytes_in,
+			  (unsigned long long)c->bytes_out);
+	conn_free(c);
+	SHUNT_GUARD_LEAVE();
+}
+
+const struct shunt_transport_ops shm_ops = {
+	.name = "shm",
+	.id = SHUNT_TP_SHM,
+	.on_listen = shm_on_listen,
+	.connect = shm_connect,
+	.accept = shm_accept,
+	.decline = shm_decline,
+	.close = shm_close,
+	.demote = shm_demote,
+	.fork = shm_fork,
+	.recvmsg = shm_recvmsg,
+	.sendmsg = shm_sendmsg,
+	.shutdown = shm_shutdown,
+	.ioctl = shm_ioctl,
+	.poll = shm_poll,
+	.arm = shm_arm,
+	.disarm = shm_disarm,
+	.progress = shm_progress,
+};

@@ -1,0 +1,481 @@
+/* The shm transport's data path: every read and write call of an
+ * accelerated connection ends here, and so do poll/select/epoll readiness.
+ *
+ * No system call while data or space is in the ring.  When a call would
+ * block it spins for spin_us (the latency gain is there: a cross-process
+ * wakeup costs as much as a TCP round trip on small VMs), then sleeps in
+ * poll() on its wake socket and the TCP socket, which carries FIN, RST and
+ * the bytes of a demotion. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/shunt_log.h"
+#include "preload/shunt_real.h"
+#include "shm_internal.h"
+
+#define MAX_IOV 1024 /* UIO_MAXIOV */
+
+static inline uint32_t state_of(struct shm_conn *c)
+{
+	return __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
+}
+
+static size_t iov_total(const struct iovec *v, size_t n)
+{
+	size_t t = 0;
+	for (size_t i = 0; i < n; i++)
+		t += v[i].iov_len;
+	return t;
+}
+
+/* v advanced by skip bytes, into out (at most MAX_IOV entries). */
+static size_t iov_skip(const struct iovec *v, size_t n, size_t skip, struct iovec *out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (skip >= v[i].iov_len) {
+			skip -= v[i].iov_len;
+			continue;
+		}
+		out[k].iov_base = (char *)v[i].iov_base + skip;
+		out[k].iov_len = v[i].iov_len - skip;
+		skip = 0;
+		k++;
+	}
+	return k;
+}
+
+static void wake_if(struct shm_conn *c, uint32_t *waiting)
+{
+	/* Pairs with the fence in arm(): either the sleeper sees our
+	 * counter move, or we see it waiting. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(waiting, __ATOMIC_RELAXED))
+		shm_wake_peer(c);
+}
+
+/* What the TCP socket says, without consuming: 1 bytes waiting (a
+ * demotion's replay, or a peer that never ran shunt), 0 EOF, -1 error
+ * (errno), -2 nothing. */
+static int tcp_peek(struct shm_conn *c)
+{
+	char b;
+	ssize_t r = REAL(recv)(c->base.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r > 0)
+		return 1;
+	if (r == 0) {
+		c->tcp_eof = 1;
+		return 0;
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return -2;
+	return -1;
+}
+
+/* The peer left the rings: the state moved on, or a client's offer found a
+ * server that will never answer.  Returns 1 when this end switched. */
+static int moved_on(struct shm_conn *c)
+{
+	uint32_t st = state_of(c);
+	if (st >= SHM_DEMOTING) {
+		shm_switch(c);
+		return 1;
+	}
+	if (st == SHM_OFFERED && c->side == SHM_CLIENT) {
+		/* A server without shunt answers on TCP (or closes); one that
+		 * never answers costs offer_timeout_ms. */
+		int t = c->tcp_hint || c->tcp_eof ? tcp_peek(c) : -2;
+		if (t != -2 || shm_now_ms() >= c->offer_deadline) {
+			shm_give_up(c);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A signal interrupted a wait.  A socket call is restarted after a handler
+ * with SA_RESTART and fails with EINTR otherwise; which signal came is not
+ * known here, so restart only if every caught signal has SA_RESTART. */
+static int restartable(void)
+{
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction sa;
+		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+/* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
+static uint64_t deadline_of(struct shm_conn *c, int opt)
+{
+	struct timeval tv;
+	socklen_t l = sizeof tv;
+	if (REAL(getsockopt)(c->base.fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return shm_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
+}
+
+/* Block until ev may be ready on c: spin, then sleep.  0 = look again;
+ * -1 with errno EAGAIN (timeout) or EINTR. */
+static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
+{
+	uint64_t spin_ns = (uint64_t)shunt_config()->spin_us * 1000;
+	if (spin_ns) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (unsigned i = 1;; i++) {
+			if (shm_poll(&c->base, ev))
+				return 0;
+			shm_cpu_relax();
+			if ((i & 63) == 0) {
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u +
+					    (uint64_t)(t.tv_nsec - t0.tv_nsec) >= spin_ns)
+					break;
+				/* Two cores: let the peer run. */
+				if ((i & 1023) == 0)
+					sched_yield();
+			}
+		}
+	}
+	for (;;) {
+		struct pollfd p[2];
+		int timeout = -1;
+		if (deadline) {
+			uint64_t now = shm_now_ms();
+			if (now >= deadline) {
+				errno = EAGAIN;
+				return -1;
+			}
+			timeout = (int)(deadline - now);
+		}
+		int n = shm_arm(&c->base, ev, p, &timeout);
+		if (shm_poll(&c->base, ev)) {
+			shm_disarm(&c->base, ev, p, 0);
+			return 0;
+		}
+		int r = REAL(poll)(p, (nfds_t)n, timeout);
+		int err = errno;
+		shm_disarm(&c->base, ev, p, r > 0 ? n : 0);
+		if (r > 0)
+			return 0;
+		if (r < 0 && err == EINTR) {
+			if (restartable())
+				continue;
+			errno = EINTR;
+			return -1;
+		}
+		if (r < 0) {
+			errno = err;
+			return -1;
+		}
+		/* r == 0: our own slice or the caller's deadline ran out. */
+		if (deadline && shm_now_ms() >= deadline) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return 0;
+	}
+}
+
+/* This end reads and writes the socket from now on: hand the fd numbers to
+ * the kernel path once nothing is left in the rx ring for us. */
+static int drained(struct shm_conn *c)
+{
+	if (c->rx_ring_first && shm_ring_used(&c->rx) == 0)
+		c->rx_ring_first = 0;
+	if (!c->rx_ring_first)
+		shunt_conn_finish(&c->base, SHUNT_R_NONE);
+	return !c->rx_ring_first;
+}
+
+ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (m->msg_iovlen > MAX_IOV) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (flags & MSG_OOB) {
+		errno = EINVAL;
+		return -1;
+	}
+	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	int peek = flags & MSG_PEEK, all = (flags & MSG_WAITALL) && !peek;
+	uint64_t deadline = 0;
+	int deadline_known = 0;
+	struct iovec v[MAX_IOV];
+	m->msg_flags = 0;
+	m->msg_controllen = 0;
+	if (m->msg_name)
+		m->msg_namelen = 0;
+	if (total == 0 || c->rd_shut)
+		return 0;
+	for (;;) {
+		if (c->switched && drained(c)) {
+			if (done)
+				return (ssize_t)done;
+			return REAL(recvmsg)(c->base.fd, m, flags);
+		}
+		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
+		shm_lock(&c->rx.ctl->rlock);
+		size_t n = shm_ring_read(&c->rx, v, k, peek);
+		shm_unlock(&c->rx.ctl->rlock);
+		if (n) {
+			done += n;
+			if (!peek) {
+				c->bytes_in += n;
+				wake_if(c, &c->rx.ctl->writer_waiting);
+			}
+			if (!all || done == total)
+				return (ssize_t)done;
+			continue;
+		}
+		if (c->switched)
+			continue;
+		if (!shm_ring_sane(&c->rx)) {
+			errno = ECONNRESET;
+			return done ? (ssize_t)done : -1;
+		}
+		if (moved_on(c))
+			continue;
+		if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE))
+			return (ssize_t)done; /* peer's shutdown(SHUT_WR): EOF */
+		if (state_of(c) == SHM_COMMITTED &&
+		    (c->tcp_hint || c->tcp_eof ||
+		     __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
+			int t = tcp_peek(c);
+			if (t == 0)
+				return (ssize_t)done; /* the last holder closed: EOF */
+			if (t == -1)
+				return done ? (ssize_t)done : -1;
+			c->tcp_hint = 0;
+			if (t == 1)
+				continue; /* replay bytes: the state says DEMOTING */
+		}
+		if (done && !all)
+			return (ssize_t)done;
+		if (flags & MSG_DONTWAIT) {
+			if (done)
+				return (ssize_t)done;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (!deadline_known) {
+			deadline = deadline_of(c, SO_RCVTIMEO);
+			deadline_known = 1;
+		}
+		if (wait_for(c, POLLIN, deadline) < 0)
+			return done ? (ssize_t)done : -1;
+	}
+}
+
+static ssize_t broken_pipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = EPIPE;
+	return -1;
+}
+
+/* Has the peer gone for good?  Its close is only a hint (the socket may
+ * live in another process); the TCP FIN of the last close is the proof. */
+static int peer_gone(struct shm_conn *c)
+{
+	if (!__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) && !c->tcp_hint)
+		return 0;
+	if (!c->tcp_eof) {
+		int t = tcp_peek(c);
+		if (t == -1)
+			return 1;
+	}
+	return c->tcp_eof && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE);
+}
+
+ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (m->msg_iovlen > MAX_IOV) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	uint64_t deadline = 0;
+	int deadline_known = 0;
+	struct iovec v[MAX_IOV];
+	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
+		return broken_pipe(flags);
+	if (total == 0)
+		return 0;
+	for (;;) {
+		if (c->switched) {
+			if (done)
+				return (ssize_t)done;
+			drained(c);
+			return REAL(sendmsg)(c->base.fd, m, flags);
+		}
+		if (moved_on(c))
+			continue;
+		if (peer_gone(c))
+			return done ? (ssize_t)done : broken_pipe(flags);
+		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
+		shm_lock(&c->tx.ctl->wlock);
+		/* Under the lock: a demotion switches under it too, so no byte
+		 * enters the ring after the replay took its snapshot. */
+		size_t n = c->switched ? 0 : shm_ring_write(&c->tx, v, k, 0);
+		shm_unlock(&c->tx.ctl->wlock);
+		if (n) {
+			done += n;
+			c->bytes_out += n;
+			wake_if(c, &c->tx.ctl->reader_waiting);
+			if (done == total)
+				return (ssize_t)done;
+			continue;
+		}
+		if (c->switched)
+			continue;
+		if (shm_ring_space(&c->tx) == 0 && !shm_ring_sane(&c->tx)) {
+			errno = ECONNRESET;
+			return done ? (ssize_t)done : -1;
+		}
+		if (flags & MSG_DONTWAIT) {
+			if (done)
+				return (ssize_t)done;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (!deadline_known) {
+			deadline = deadline_of(c, SO_SNDTIMEO);
+			deadline_known = 1;
+		}
+		if (wait_for(c, POLLOUT, deadline) < 0)
+			return done ? (ssize_t)done : -1;
+	}
+}
+
+int shm_shutdown(struct shunt_conn *b, int how)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (how == SHUT_WR || how == SHUT_RDWR) {
+		__atomic_store_n(&c->tx.ctl->wr_shut, 1, __ATOMIC_RELEASE);
+		wake_if(c, &c->tx.ctl->reader_waiting);
+		shm_wake_peer(c);
+	}
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		c->rd_shut = 1;
+	return 0;
+}
+
+int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	uint64_t n;
+	if (c->switched || !arg) {
+		errno = ENOTTY;
+		return -1;
+	}
+	if (req == FIONREAD)
+		n = shm_ring_used(&c->rx);
+	else if (req == SIOCOUTQ)
+		n = c->tx.size - shm_ring_space(&c->tx);
+	else {
+		errno = ENOTTY;
+		return -1;
+	}
+	*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
+	return 0;
+}
+
+short shm_poll(struct shunt_conn *b, short events)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	short r = 0;
+	if (!c->switched && moved_on(c) && !c->switched)
+		return 0;
+	if (c->switched) {
+		if (drained(c))
+			return 0; /* the caller now asks the kernel */
+		r |= POLLIN | POLLRDNORM;
+		return (short)(r & (events | POLLERR | POLLHUP));
+	}
+	if (shm_ring_used(&c->rx))
+		r |= POLLIN | POLLRDNORM;
+	if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE) || c->rd_shut)
+		r |= POLLIN | POLLRDNORM | POLLRDHUP;
+	if (!(r & POLLIN) && state_of(c) == SHM_COMMITTED &&
+	    (c->tcp_hint || __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
+		int t = c->tcp_eof ? 0 : tcp_peek(c);
+		if (t == 0)
+			r |= POLLIN | POLLRDNORM | POLLRDHUP;
+		else if (t == -1)
+			r |= POLLIN | POLLERR | POLLHUP;
+		else
+			c->tcp_hint = 0;
+	}
+	if (shm_ring_space(&c->tx) && !__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
+		r |= POLLOUT | POLLWRNORM;
+	return (short)(r & (events | POLLERR | POLLHUP));
+}
+
+int shm_arm(struct shunt_conn *b, short events, struct pollfd out[2], int *timeout_ms)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
+		__atomic_add_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+	if (events & (POLLOUT | POLLWRNORM))
+		__atomic_add_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	out[0] = (struct pollfd){c->wake, POLLIN, 0};
+	/* Once EOF has been seen the socket stays readable: watching it would
+	 * spin.  POLLERR/POLLHUP are reported whatever the events. */
+	out[1] = (struct pollfd){c->base.fd, (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP), 0};
+	int limit = -1;
+	if (state_of(c) == SHM_OFFERED && c->side == SHM_CLIENT) {
+		uint64_t now = shm_now_ms();
+		limit = c->offer_deadline > now ? (int)(c->offer_deadline - now) : 0;
+	}
+	/* A dead peer sends no FIN we can still see after EOF; look again now
+	 * and then.  So does a second waiter on the same ring, which may have
+	 * missed a wakeup the first one drained. */
+	if (c->tcp_eof || __atomic_load_n(&c->rx.ctl->reader_waiting, __ATOMIC_RELAXED) > 1 ||
+	    __atomic_load_n(&c->tx.ctl->writer_waiting, __ATOMIC_RELAXED) > 1)
+		limit = limit < 0 || limit > 100 ? 100 : limit;
+	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
+		*timeout_ms = limit;
+	return 2;
+}
+
+void shm_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, int n)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
+		__atomic_sub_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+	if (events & (POLLOUT | POLLWRNORM))
+		__atomic_sub_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
+	if (n > 0 && fds[0].revents) {
+		char buf[64];
+		while (REAL(recv)(c->wake, buf, sizeof buf, MSG_DONTWAIT) > 0)
+			;
+	}
+	if (n > 1 && fds[1].revents)
+		c->tcp_hint = 1;
+}
+
+uint64_t shm_progress(struct shunt_conn *b)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	return __atomic_load_n(&c->rx.ctl->head, __ATOMIC_ACQUIRE) +
+	       __atomic_load_n(&c->tx.ctl->tail, __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,74 @@
+/* Internals shared by the files of the shm transport. */
+#ifndef SHM_INTERNAL_H
+#define SHM_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "preload/shunt_conn.h"
+#include "shm_proto.h"
+#include "shm_registry.h"
+
+#define SHM_PATH_MAX 256
+
+/* An accelerated connection, one end's private view. */
+struct shm_conn {
+	struct shunt_conn base;
+	struct shm_hdr *hdr;
+	size_t map_len;
+	int side;                 /* enum shm_side */
+	int fd;                   /* a number of the TCP socket in this process */
+	int wake;                 /* our bound datagram socket: the peer wakes us */
+	struct sockaddr_un peer;  /* the peer's wake socket */
+	socklen_t peer_len;
+	struct shm_ring tx, rx;
+	int switched;             /* this end now moves bytes over TCP */
+	int rx_ring_first;        /* after switching: drain the rx ring first */
+	int forked;               /* shared with a child: keep the wake name */
+	int tcp_hint;             /* the socket was seen readable: FIN, RST or
+				     replayed bytes are waiting there */
+	int rd_shut;              /* shutdown(SHUT_RD) here */
+	int tcp_eof;              /* the socket has returned EOF: stop asking */
+	uint64_t offer_deadline;  /* client, OFFERED: give up at (ms) */
+	uint64_t bytes_in, bytes_out;
+	char key[96];
+};
+
+/* A listening socket's registration. */
+struct shm_listen {
+	struct shunt_conn base;
+	struct shm_listener reg;
+};
+
+extern const struct shunt_transport_ops shm_ops;
+extern const struct shunt_transport_ops shm_listen_ops;
+
+/* <rundir>, resolved once: configured, else /run/shunt on tmpfs, else
+ * /dev/shm/shunt-$UID, else /tmp/shunt-$UID.  NULL if none is usable. */
+const char *shm_rundir(void);
+
+/* Move an internal fd above the numbers applications expect to get. */
+int shm_fd_high(int fd);
+
+/* Wake the peer (a datagram to its wake socket); cheap when it is awake. */
+void shm_wake_peer(struct shm_conn *c);
+
+/* Switch this end to TCP after the state left COMMITTED/OFFERED. */
+int shm_switch(struct shm_conn *c);
+
+/* Client, still OFFERED: give up on the server and continue over TCP. */
+void shm_give_up(struct shm_conn *c);
+
+uint64_t shm_now_ms(void);
+
+/* Data path (shm_data.c). */
+ssize_t shm_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
+ssize_t shm_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
+int shm_shutdown(struct shunt_conn *c, int how);
+int shm_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
+short shm_poll(struct shunt_conn *c, short events);
+int shm_arm(struct shunt_conn *c, short events, struct pollfd out[2], int *timeout_ms);
+void shm_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
+uint64_t shm_progress(struct shunt_conn *c);
+
+#endif

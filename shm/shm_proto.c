@@ -1,0 +1,60 @@
+#include "shm_proto.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
+		  const struct shm_tuple *tuple)
+{
+	if (file_size < SHM_HDR_SIZE)
+		return -1;
+	uint64_t rs = h->ring_size;
+	if (h->magic != SHM_MAGIC || h->version != SHM_VERSION)
+		return -1;
+	if (rs < SHM_MIN_RING || rs > SHM_MAX_RING || (rs & (rs - 1)))
+		return -1;
+	if (h->file_size != file_size || file_size != SHM_HDR_SIZE + 2 * rs)
+		return -1;
+	if (memcmp(&h->tuple, tuple, sizeof *tuple))
+		return -1;
+	return 0;
+}
+
+static int put_addr(uint8_t out[16], uint16_t *port, const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &in->sin_addr, 4);
+		*port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(out, &in6->sin6_addr, 16);
+		*port = ntohs(in6->sin6_port);
+		return 0;
+	}
+	return -1;
+}
+
+int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
+		   const struct sockaddr *server)
+{
+	memset(t, 0, sizeof *t);
+	return put_addr(t->caddr, &t->cport, client) || put_addr(t->saddr, &t->sport, server)
+		       ? -1
+		       : 0;
+}
+
+void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len)
+{
+	char a[33], b[33];
+	for (int i = 0; i < 16; i++) {
+		snprintf(a + 2 * i, 3, "%02x", t->caddr[i]);
+		snprintf(b + 2 * i, 3, "%02x", t->saddr[i]);
+	}
+	snprintf(buf, len, "c-%s-%u-s-%s-%u", a, t->cport, b, t->sport);
+}

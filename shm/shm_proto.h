@@ -1,0 +1,72 @@
+/* The shared-memory connection file: what both processes map.
+ *
+ *   offset 0           struct shm_hdr (one page)
+ *   SHM_HDR_SIZE       client -> server ring data (ring_size bytes)
+ *   + ring_size        server -> client ring data
+ *
+ * The client creates it as <rundir>/o/<key> before its TCP connect; the
+ * accepting process finds it by the 4-tuple accept() returned, validates it
+ * (shm_hdr_check) and commits by CAS on state.  Every field is treated as
+ * hostile by the side that did not write it. */
+#ifndef SHM_PROTO_H
+#define SHM_PROTO_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "shm_ring.h"
+
+#define SHM_MAGIC 0x544e4853u /* "SHNT" */
+#define SHM_VERSION 1u
+#define SHM_HDR_SIZE 4096u
+#define SHM_MIN_RING 4096u
+#define SHM_MAX_RING (1u << 30)
+
+enum shm_state {
+	SHM_OFFERED = 1,   /* client waits; it may already write into c2s */
+	SHM_COMMITTED,     /* both ends use the rings */
+	SHM_DECLINED,      /* never accelerated: client replays c2s over TCP */
+	SHM_DEMOTING,      /* one end asked for TCP; the other replays its tx */
+	SHM_DEMOTED,       /* the replaying end is done: TCP only */
+};
+
+enum shm_side { SHM_CLIENT = 0, SHM_SERVER = 1 };
+
+/* The 4-tuple, as the client's getsockname/peer address.  IPv4 is stored as
+ * IPv4-mapped IPv6 so both families compare the same way. */
+struct shm_tuple {
+	uint8_t caddr[16];
+	uint8_t saddr[16];
+	uint16_t cport, sport; /* host order */
+};
+
+struct shm_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t ring_size;
+	uint64_t file_size;
+	uint32_t state;     /* enum shm_state; CAS */
+	uint32_t replayer;  /* enum shm_side that resends its unread tx bytes
+			       over TCP once the state is DEMOTING */
+	int32_t pid[2];     /* informational */
+	uint32_t uid[2];
+	struct shm_tuple tuple;
+	/* ring[0]: client -> server; ring[1]: server -> client */
+	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));
+};
+
+_Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
+
+/* 0 when a mapping of file_size bytes is a valid offer for tuple, else -1.
+ * Reads only within the first SHM_HDR_SIZE bytes. */
+int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
+		  const struct shm_tuple *tuple);
+
+/* Key for file names: "c-ADDR-PORT-s-ADDR-PORT" with hex addresses. */
+void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len);
+
+/* Fill a tuple from two socket addresses (client, server). -1 if not IP. */
+int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
+		   const struct sockaddr *server);
+
+#endif

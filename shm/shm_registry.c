@@ -1,0 +1,213 @@
+#include "shm_registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "preload/shunt_real.h"
+#include "shm_internal.h"
+
+unsigned long shm_netns(void)
+{
+	static unsigned long ino;
+	if (!ino) {
+		struct stat st;
+		if (stat("/proc/self/ns/net", &st) == 0)
+			ino = (unsigned long)st.st_ino;
+	}
+	return ino;
+}
+
+static void hex16(const uint8_t a[16], char out[33])
+{
+	static const char d[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = d[a[i] >> 4];
+		out[2 * i + 1] = d[a[i] & 15];
+	}
+	out[32] = 0;
+}
+
+/* IPv4 as mapped IPv6; returns port, fills addr. */
+static int to16(const struct sockaddr *sa, uint8_t a[16], unsigned *port)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		memset(a, 0, 10);
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, &in->sin_addr, 4);
+		*port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(a, &in6->sin6_addr, 16);
+		*port = ntohs(in6->sin6_port);
+		return 0;
+	}
+	return -1;
+}
+
+static int is_any(const uint8_t a[16])
+{
+	static const uint8_t any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
+	return !memcmp(a, any6, 16) || !memcmp(a, any4, 16);
+}
+
+static int is_loopback(const uint8_t a[16])
+{
+	static const uint8_t lo6[16] = {[15] = 1};
+	return !memcmp(a, lo6, 16) ||
+	       (a[10] == 0xff && a[11] == 0xff && a[12] == 127 &&
+		!memcmp(a, (const uint8_t[10]){0}, 10));
+}
+
+static void entry_name(char *buf, size_t len, const uint8_t a[16], unsigned port)
+{
+	char h[33];
+	if (is_any(a)) {
+		snprintf(buf, len, "n%lu-any-%u", shm_netns(), port);
+		return;
+	}
+	hex16(a, h);
+	if (is_loopback(a))
+		snprintf(buf, len, "n%lu-%s-%u", shm_netns(), h, port);
+	else
+		snprintf(buf, len, "g-%s-%u", h, port);
+}
+
+static int entry_path(char *buf, size_t len, const char *rundir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/l/%s", rundir, name);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Open (creating) and share-lock one entry.  Retries when a client removed
+ * the file between our open and our lock, so a live listener never holds a
+ * lock on an unlinked entry. */
+static int hold(const char *rundir, const char *name)
+{
+	char path[SHM_PATH_MAX];
+	if (entry_path(path, sizeof path, rundir, name))
+		return -1;
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -1;
+		struct stat a, b;
+		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 &&
+		    stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			return shm_fd_high(fd);
+		REAL(close)(fd);
+	}
+	return -1;
+}
+
+static void add(const char *rundir, struct shm_listener *l, const uint8_t a[16],
+		unsigned port)
+{
+	if (l->nlocks == SHM_REG_MAX_LOCKS)
+		return;
+	char *name = l->names[l->nlocks];
+	entry_name(name, sizeof l->names[0], a, port);
+	for (int i = 0; i < l->nlocks; i++)
+		if (!strcmp(l->names[i], name))
+			return;
+	int fd = hold(rundir, name);
+	if (fd >= 0)
+		l->locks[l->nlocks++] = fd;
+}
+
+int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	uint8_t a[16];
+	unsigned port;
+	l->nlocks = 0;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    to16((struct sockaddr *)&ss, a, &port) < 0)
+		return -1;
+	add(rundir, l, a, port);
+	if (is_any(a)) {
+		int v6only = 0;
+		socklen_t ol = sizeof v6only;
+		if (ss.ss_family == AF_INET6)
+			REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol);
+		struct ifaddrs *ifs, *i;
+		if (getifaddrs(&ifs) == 0) {
+			for (i = ifs; i; i = i->ifa_next) {
+				if (!i->ifa_addr)
+					continue;
+				int fam = i->ifa_addr->sa_family;
+				if (!(fam == AF_INET && !(ss.ss_family == AF_INET6 && v6only)) &&
+				    !(fam == AF_INET6 && ss.ss_family == AF_INET6))
+					continue;
+				unsigned dummy;
+				uint8_t ia[16];
+				if (to16(i->ifa_addr, ia, &dummy) == 0 && !is_loopback(ia))
+					add(rundir, l, ia, port);
+			}
+			freeifaddrs(ifs);
+		}
+	}
+	return l->nlocks ? 0 : -1;
+}
+
+void shm_registry_remove(const char *rundir, struct shm_listener *l)
+{
+	for (int i = 0; i < l->nlocks; i++) {
+		/* Remove the name only when no other process still listens
+		 * there (LOCK_EX succeeds once our shared lock is the last). */
+		if (flock(l->locks[i], LOCK_EX | LOCK_NB) == 0) {
+			char path[SHM_PATH_MAX];
+			if (!entry_path(path, sizeof path, rundir, l->names[i]))
+				unlink(path);
+		}
+		REAL(close)(l->locks[i]);
+	}
+	l->nlocks = 0;
+}
+
+static int live(const char *rundir, const char *name)
+{
+	char path[SHM_PATH_MAX];
+	if (entry_path(path, sizeof path, rundir, name))
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	int ok;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		/* Nobody holds it: the listener is gone. */
+		unlink(path);
+		ok = 0;
+	} else {
+		ok = errno == EWOULDBLOCK;
+	}
+	REAL(close)(fd);
+	return ok;
+}
+
+int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
+{
+	uint8_t a[16];
+	unsigned port;
+	char name[80];
+	if (to16(dst, a, &port) < 0)
+		return 0;
+	entry_name(name, sizeof name, a, port);
+	if (live(rundir, name))
+		return 1;
+	if (is_loopback(a)) {
+		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
+		return live(rundir, name);
+	}
+	return 0;
+}

@@ -1,0 +1,129 @@
+#include "shm_ring.h"
+
+#include <sched.h>
+#include <string.h>
+
+void shm_ring_init(struct shm_ring *r, struct shm_ring_ctl *ctl, void *data,
+		   uint64_t size)
+{
+	r->ctl = ctl;
+	r->data = data;
+	r->size = size;
+	r->cached = 0;
+}
+
+/* Copy len bytes between the ring at logical position pos and buf, in at
+ * most two memcpy calls (the second when the span wraps). */
+static void span_out(const struct shm_ring *r, uint64_t pos, uint8_t *buf, size_t len)
+{
+	uint64_t off = pos & (r->size - 1);
+	size_t first = len < r->size - off ? len : (size_t)(r->size - off);
+	memcpy(buf, r->data + off, first);
+	if (len > first)
+		memcpy(buf + first, r->data, len - first);
+}
+
+static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t len)
+{
+	uint64_t off = pos & (r->size - 1);
+	size_t first = len < r->size - off ? len : (size_t)(r->size - off);
+	memcpy(r->data + off, buf, first);
+	if (len > first)
+		memcpy(r->data, buf + first, len - first);
+}
+
+size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+		      size_t skip)
+{
+	uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_RELAXED);
+	uint64_t space = r->size - (head - r->cached);
+	if (head - r->cached > r->size || space == 0) {
+		r->cached = shm_load(&r->ctl->tail);
+		if (head - r->cached > r->size)
+			return 0; /* peer corrupted tail: caller checks sanity */
+		space = r->size - (head - r->cached);
+	}
+	size_t done = 0;
+	for (size_t i = 0; i < iovcnt && space; i++) {
+		size_t len = iov[i].iov_len;
+		const uint8_t *base = iov[i].iov_base;
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		base += skip;
+		len -= skip;
+		skip = 0;
+		if (len > space)
+			len = (size_t)space;
+		span_in(r, head + done, base, len);
+		done += len;
+		space -= len;
+	}
+	if (done)
+		__atomic_store_n(&r->ctl->head, head + done, __ATOMIC_RELEASE);
+	return done;
+}
+
+size_t shm_ring_read(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+		     int peek)
+{
+	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
+	uint64_t avail = r->cached - tail;
+	if (avail == 0 || avail > r->size) {
+		r->cached = shm_load(&r->ctl->head);
+		avail = r->cached - tail;
+		if (avail > r->size)
+			return 0; /* peer corrupted head: caller checks sanity */
+	}
+	size_t done = 0;
+	for (size_t i = 0; i < iovcnt && avail; i++) {
+		size_t len = iov[i].iov_len < avail ? iov[i].iov_len : (size_t)avail;
+		span_out(r, tail + done, iov[i].iov_base, len);
+		done += len;
+		avail -= len;
+	}
+	if (done && !peek)
+		__atomic_store_n(&r->ctl->tail, tail + done, __ATOMIC_RELEASE);
+	return done;
+}
+
+size_t shm_ring_unread(struct shm_ring *r, struct iovec out[2])
+{
+	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
+	uint64_t head = shm_load(&r->ctl->head);
+	uint64_t used = head - tail;
+	if (used > r->size)
+		used = 0;
+	uint64_t off = tail & (r->size - 1);
+	size_t first = used < r->size - off ? (size_t)used : (size_t)(r->size - off);
+	out[0].iov_base = r->data + off;
+	out[0].iov_len = first;
+	out[1].iov_base = r->data;
+	out[1].iov_len = (size_t)used - first;
+	return (size_t)used;
+}
+
+void shm_ring_consume(struct shm_ring *r, uint64_t n)
+{
+	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->ctl->tail, tail + n, __ATOMIC_RELEASE);
+}
+
+void shm_lock(uint32_t *l)
+{
+	unsigned spins = 0;
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
+		/* Held across a memcpy at most: spin briefly, then let the
+		 * holder run (two cores). */
+		if (++spins < 64)
+			shm_cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+void shm_unlock(uint32_t *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}

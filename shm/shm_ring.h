@@ -1,0 +1,110 @@
+/* A single-producer single-consumer byte ring in shared memory.
+ *
+ * head and tail are free-running 64-bit byte counts (they never wrap in the
+ * life of a connection); the data offset is count & (size - 1).  Each is
+ * written by one side only, on its own cache line, with release stores read
+ * by acquire loads, so the bytes behind a published head are visible to the
+ * consumer and space behind a published tail is free for the producer.
+ *
+ * Nothing in the ring is trusted: the peer can write any value into head,
+ * tail or the flags.  Every length is clamped to the ring size and every
+ * offset masked, so a hostile or corrupted peer can make a connection fail
+ * (shm_ring_sane() says so) but never make this side touch memory outside
+ * the mapping. */
+#ifndef SHM_RING_H
+#define SHM_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define SHM_CACHELINE 64
+
+static inline void shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+struct shm_ring_ctl {
+	/* Producer's line. */
+	uint64_t head __attribute__((aligned(SHM_CACHELINE)));
+	uint32_t wr_shut;        /* producer will write no more: shutdown(SHUT_WR) */
+	uint32_t writer_waiting; /* producers asleep until space frees (count) */
+	uint32_t closed_hint;    /* producer closed its fd; TCP FIN tells if it
+				    was the last holder */
+	/* Consumer's line. */
+	uint64_t tail __attribute__((aligned(SHM_CACHELINE)));
+	uint32_t reader_waiting; /* consumers asleep until data arrives (count) */
+	/* Taken only while several threads or processes use one end. */
+	uint32_t wlock __attribute__((aligned(SHM_CACHELINE)));
+	uint32_t rlock;
+};
+
+/* One end's view of a ring: the shared control block and data area, plus a
+ * private cache of the other side's counter (saves a cache-line transfer
+ * on most calls). */
+struct shm_ring {
+	struct shm_ring_ctl *ctl;
+	uint8_t *data;
+	uint64_t size; /* power of two */
+	uint64_t cached; /* producer: last tail seen; consumer: last head seen */
+};
+
+void shm_ring_init(struct shm_ring *r, struct shm_ring_ctl *ctl, void *data,
+		   uint64_t size);
+
+static inline uint64_t shm_load(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* Bytes readable now (consumer side).  A peer that claims more than the
+ * ring holds yields size + 1, which shm_ring_sane() reports. */
+static inline uint64_t shm_ring_used(struct shm_ring *r)
+{
+	uint64_t head = shm_load(&r->ctl->head);
+	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
+	uint64_t used = head - tail;
+	return used > r->size ? r->size + 1 : used;
+}
+
+/* Bytes writable now (producer side). */
+static inline uint64_t shm_ring_space(struct shm_ring *r)
+{
+	uint64_t tail = shm_load(&r->ctl->tail);
+	uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_RELAXED);
+	uint64_t used = head - tail;
+	return used > r->size ? 0 : r->size - used;
+}
+
+static inline int shm_ring_sane(struct shm_ring *r)
+{
+	return shm_ring_used(r) <= r->size;
+}
+
+/* Copy up to the total iovec length into the ring; returns bytes written
+ * (0 when full).  Producer only. */
+size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+		      size_t skip);
+
+/* Copy up to the iovec length out of the ring.  peek leaves the bytes there.
+ * Consumer only. */
+size_t shm_ring_read(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+		     int peek);
+
+/* Unconsumed bytes [tail, head) for replay over TCP: up to two spans. */
+size_t shm_ring_unread(struct shm_ring *r, struct iovec out[2]);
+
+/* Drop n bytes (consumer), after they have been replayed elsewhere. */
+void shm_ring_consume(struct shm_ring *r, uint64_t n);
+
+/* Tiny test-and-set lock for an end shared by several threads or processes;
+ * uncontended it is one atomic exchange. */
+void shm_lock(uint32_t *l);
+void shm_unlock(uint32_t *l);
+
+#endif
