@@ -86,12 +86,12 @@ struct shunt_transport_ops {
 
 	/* Readiness, for poll/select/epoll.  poll() answers from user space
 	 * without blocking.  To sleep, the caller arm()s (the transport
-	 * returns up to 2 kernel fds whose readiness means "ask poll()
-	 * again", and may shorten *timeout_ms), calls poll() once more (the
-	 * peer may have moved in between), sleeps in the kernel, then
+	 * returns up to SHUNT_ARM_MAX kernel fds whose readiness means "ask
+	 * poll() again", and may shorten *timeout_ms), calls poll() once more
+	 * (the peer may have moved in between), sleeps in the kernel, then
 	 * disarm()s with the same events and the kernel's answer. */
 	short (*poll)(struct shunt_conn *c, short events);
-	int (*arm)(struct shunt_conn *c, short events, struct pollfd out[2],
+	int (*arm)(struct shunt_conn *c, short events, struct pollfd out[3],
 		   int *timeout_ms);
 	void (*disarm)(struct shunt_conn *c, short events, const struct pollfd *fds,
 		       int n);
@@ -99,6 +99,8 @@ struct shunt_transport_ops {
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
 };
+
+#define SHUNT_ARM_MAX 3
 
 /* The transport's per-connection object starts with this. */
 struct shunt_conn {

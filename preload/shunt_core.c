@@ -3,7 +3,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 
 #include <shunt/version.h>
 
@@ -14,6 +17,44 @@ __thread int shunt_guard __attribute__((tls_model("initial-exec")));
 unsigned shunt_naccel;
 
 static struct shunt_config cfg;
+
+/* Copied in the constructor, before the program can change them: nginx
+ * rewrites argv[0] (the process title) and some programs clear their
+ * environment before their first socket call. */
+static char prog[64] = "?";
+static char envbuf[16384];
+static const char *envv[64];
+static int envn;
+
+static void snapshot(void)
+{
+	const char *name = program_invocation_short_name;
+	if (name && *name)
+		snprintf(prog, sizeof prog, "%s", name);
+	/* As secure_getenv: a setuid program's environment is not trusted. */
+	if (getauxval(AT_SECURE))
+		return;
+	size_t used = 0;
+	for (char **e = environ; e && *e && envn < (int)(sizeof envv / sizeof *envv); e++) {
+		if (strncmp(*e, "SHUNT_", 6))
+			continue;
+		size_t len = strlen(*e) + 1;
+		if (used + len > sizeof envbuf)
+			break;
+		memcpy(envbuf + used, *e, len);
+		envv[envn++] = envbuf + used;
+		used += len;
+	}
+}
+
+static const char *env_at_start(const char *name)
+{
+	size_t n = strlen(name);
+	for (int i = 0; i < envn; i++)
+		if (!strncmp(envv[i], name, n) && envv[i][n] == '=')
+			return envv[i] + n + 1;
+	return NULL;
+}
 static int cfg_ready;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
@@ -21,7 +62,7 @@ static void load(void)
 {
 	char err[SHUNT_ERR_MAX];
 	SHUNT_GUARD_ENTER();
-	int rc = shunt_config_load(&cfg, NULL, err, sizeof err);
+	int rc = shunt_config_load(&cfg, env_at_start, err, sizeof err);
 	if (rc < 0) {
 		/* Property 6: one clear message, then stay out of the way. */
 		shunt_config_defaults(&cfg);
@@ -62,12 +103,14 @@ int shunt_active(void)
 
 const char *shunt_prog(void)
 {
-	return program_invocation_short_name ? program_invocation_short_name : "?";
+	return prog;
 }
 
-/* Resolving symbols is in-memory work, no I/O; the configuration is read
- * lazily by the first call that needs a decision. */
+/* Resolving symbols and copying a few strings is in-memory work, no I/O;
+ * the configuration file is read lazily by the first call that needs a
+ * decision. */
 __attribute__((constructor)) static void shunt_ctor(void)
 {
 	shunt_real_init();
+	snapshot();
 }

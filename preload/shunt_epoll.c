@@ -28,7 +28,8 @@
 
 struct item {
 	int fd;
-	int wake;          /* the transport's wake fd, registered with MARK_WAKE */
+	int wake[SHUNT_ARM_MAX]; /* the transport's wake fds, tagged MARK_WAKE */
+	int nwake;
 	struct shunt_conn *c;
 	uint32_t events;   /* the application's */
 	epoll_data_t data; /* the application's */
@@ -137,30 +138,42 @@ static uint32_t to_epoll(short p)
 }
 
 /* The kernel side of an accelerated fd's registration: its socket and the
- * transport's wake fd, tagged.  Returns the wake fd (or -2 for none). */
-static int kernel_add(int ep, int fd, struct shunt_conn *c)
+ * transport's wake fds, tagged so their events never reach the
+ * application. */
+static int kernel_add(int ep, int fd, struct item *it)
 {
+	struct shunt_conn *c = it->c;
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = MARK | (unsigned)fd};
 	if (REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -1;
-	struct pollfd two[2];
+	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int m = c->ops->arm(c, 0, two, &ms);
-	c->ops->disarm(c, 0, two, 0);
+	int m = c->ops->arm(c, POLLIN | POLLOUT, w, &ms);
+	c->ops->disarm(c, POLLIN | POLLOUT, w, 0);
+	it->nwake = 0;
 	for (int i = 0; i < m; i++) {
-		if (two[i].fd == fd)
+		if (w[i].fd == fd)
 			continue;
-		struct epoll_event w = {.events = EPOLLIN,
-					.data.u64 = MARK | MARK_WAKE | (unsigned)fd};
-		if (REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, two[i].fd, &w) < 0 && errno != EEXIST) {
+		struct epoll_event we = {.events = EPOLLIN,
+					 .data.u64 = MARK | MARK_WAKE | (unsigned)fd};
+		if (REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, w[i].fd, &we) < 0 && errno != EEXIST) {
 			int err = errno;
 			REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
+			for (int j = 0; j < it->nwake; j++)
+				REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->wake[j], NULL);
 			errno = err;
 			return -1;
 		}
-		return two[i].fd;
+		it->wake[it->nwake++] = w[i].fd;
 	}
-	return -2;
+	return 0;
+}
+
+static void kernel_del_wakes(int ep, struct item *it)
+{
+	for (int j = 0; j < it->nwake; j++)
+		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->wake[j], NULL);
+	it->nwake = 0;
 }
 
 /* The connection went back to TCP: register the socket as the application
@@ -168,8 +181,7 @@ static int kernel_add(int ep, int fd, struct shunt_conn *c)
 static void convert(int ep, struct epset *s, struct item *it)
 {
 	struct epoll_event ev = {.events = it->events, .data = it->data};
-	if (it->wake >= 0)
-		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->wake, NULL);
+	kernel_del_wakes(ep, it);
 	if (!it->disabled)
 		REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, it->fd, &ev);
 	else
@@ -220,11 +232,11 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			s->items = ni;
 			s->cap = cap;
 		}
-		rc = kernel_add(ep, fd, e->conn);
-		if (rc == -1)
-			break;
-		s->items[s->n++] = (struct item){fd, rc, e->conn, ev->events, ev->data, 0, 0, 0};
-		rc = 0;
+		it = &s->items[s->n];
+		*it = (struct item){.fd = fd, .c = e->conn, .events = ev->events,
+				    .data = ev->data};
+		if ((rc = kernel_add(ep, fd, it)) == 0)
+			s->n++;
 		break;
 	case EPOLL_CTL_MOD:
 		if (!it) {
@@ -251,8 +263,7 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			break;
 		}
 		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
-		if (it->wake >= 0)
-			REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->wake, NULL);
+		kernel_del_wakes(ep, it);
 		drop(s, it);
 		break;
 	default:
@@ -334,12 +345,12 @@ static int any_ready(void *arg)
 /* Drain a wake fd, or note that the socket spoke (FIN, RST, replay). */
 static void wake_seen(struct item *it, uint64_t wake)
 {
-	struct pollfd two[2];
+	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int m = it->c->ops->arm(it->c, 0, two, &ms);
+	int m = it->c->ops->arm(it->c, POLLIN | POLLOUT, w, &ms);
 	for (int j = 0; j < m; j++)
-		two[j].revents = (short)((j == 0) == (wake != 0) ? POLLIN : 0);
-	it->c->ops->disarm(it->c, 0, two, m);
+		w[j].revents = (short)((w[j].fd == it->fd) == !wake ? POLLIN : 0);
+	it->c->ops->disarm(it->c, POLLIN | POLLOUT, w, m);
 }
 
 /* Kernel events: the application's go to out, shunt's own mark which
@@ -366,7 +377,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 {
 	struct epset *s = set_of(ep);
 	struct epoll_event kev[64];
-	int spun = 0;
+	int spun = 0, kernel_seen = 0;
 	if (max <= 0) {
 		errno = EINVAL;
 		return -1;
@@ -376,7 +387,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		int got = collect(ep, s, out, max);
 		int accel = s->n;
 		pthread_mutex_unlock(&s->mu);
-		if (got < max) {
+		if (got < max && !kernel_seen) {
 			int kn = REAL(epoll_wait)(ep, kev, max - got < 64 ? max - got : 64, 0);
 			if (kn < 0)
 				return got ? got : -1;
@@ -386,6 +397,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		}
 		if (got)
 			return got;
+		kernel_seen = 0;
 		int ms = shunt_remaining_ms(deadline);
 		if (ms == 0)
 			return 0;
@@ -420,7 +432,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		} armed[n > 0 ? n : 1];
 		for (int i = 0; i < n; i++) {
 			struct item *it = &s->items[i];
-			struct pollfd two[2];
+			struct pollfd two[SHUNT_ARM_MAX];
 			armed[i].c = it->c;
 			armed[i].ev = it->disabled ? 0 : to_poll(it->events);
 			it->c->ops->arm(it->c, armed[i].ev, two, &ms);
@@ -436,8 +448,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		int err = errno;
 		pthread_mutex_lock(&s->mu);
 		for (int i = 0; i < n; i++) {
-			struct pollfd none[2];
-			armed[i].c->ops->disarm(armed[i].c, armed[i].ev, none, 0);
+			armed[i].c->ops->disarm(armed[i].c, armed[i].ev, NULL, 0);
 		}
 		got = kn > 0 ? take_kernel(s, kev, kn, out, 0, max) : 0;
 		pthread_mutex_unlock(&s->mu);
@@ -447,6 +458,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		}
 		if (got)
 			return got;
+		/* The kernel just told all it had (fewer than asked for):
+		 * the next round need not ask it again before looking at
+		 * the rings. */
+		kernel_seen = kn < 64;
 	}
 }
 

@@ -121,7 +121,7 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			rc = REAL(ppoll)(p, n, ms_to_ts(shunt_remaining_ms(deadline_ns), &ts), mask);
 			goto out;
 		}
-		size_t need = n + 2 * (size_t)naccel;
+		size_t need = n + SHUNT_ARM_MAX * (size_t)naccel;
 		if (need > kcap) {
 			struct pollfd *nk = malloc(need * sizeof *nk);
 			if (!nk)

@@ -161,36 +161,94 @@ static int wake_sender(void)
 	return nfd;
 }
 
-void shm_wake_peer(struct shm_conn *c)
+static const char *const suffix[2][2] = {
+	[SHM_CLIENT] = {".c", ".cw"},
+	[SHM_SERVER] = {".s", ".sw"},
+};
+
+static int wake_addr(struct sockaddr_un *a, socklen_t *len, const char *key, int side,
+		     int role)
 {
+	char path[SHM_PATH_MAX];
+	if (path_of(path, sizeof path, key, suffix[side][role]) ||
+	    strlen(path) >= sizeof a->sun_path)
+		return -1;
+	memset(a, 0, sizeof *a);
+	a->sun_family = AF_UNIX;
+	strcpy(a->sun_path, path);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+	return 0;
+}
+
+void shm_wake_role(struct shm_conn *c, int role)
+{
+	if (c->hdr &&
+	    __atomic_exchange_n(&c->hdr->wake_pending[!c->side][role], 1, __ATOMIC_ACQ_REL))
+		return;
 	int s = wake_sender();
 	if (s < 0)
 		return;
 	char b = 0;
-	/* A full queue already holds a wakeup: EAGAIN is fine. */
+	/* A full queue already holds a wakeup; a TX socket not bound yet has
+	 * no sleeper: both errors are fine. */
 	REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-		     (struct sockaddr *)&c->peer, c->peer_len);
+		     (struct sockaddr *)&c->peer[role], c->peer_len[role]);
 }
 
-static int bind_wake(struct shm_conn *c, const char *mine, const char *peer)
+void shm_wake_peer(struct shm_conn *c)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	if (strlen(mine) >= sizeof a.sun_path || strlen(peer) >= sizeof c->peer.sun_path)
+	shm_wake_role(c, SHM_WAKE_RX);
+	shm_wake_role(c, SHM_WAKE_TX);
+}
+
+static int bind_one(struct shm_conn *c, int role)
+{
+	struct sockaddr_un a;
+	socklen_t len;
+	if (wake_addr(&a, &len, c->key, c->side, role) < 0)
 		return -1;
-	strcpy(a.sun_path, mine);
-	c->peer.sun_family = AF_UNIX;
-	strcpy(c->peer.sun_path, peer);
-	c->peer_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(peer) + 1);
 	int fd = REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	unlink(mine);
-	if (REAL(bind)(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+	unlink(a.sun_path);
+	if (REAL(bind)(fd, (struct sockaddr *)&a, len) < 0) {
 		REAL(close)(fd);
 		return -1;
 	}
-	c->wake = shm_fd_high(fd);
+	fd = shm_fd_high(fd);
+	int none = -1;
+	if (!__atomic_compare_exchange_n(&c->wake[role], &none, fd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		REAL(close)(fd); /* another thread bound it first */
 	return 0;
+}
+
+int shm_wake_fd(struct shm_conn *c, int role)
+{
+	int fd = __atomic_load_n(&c->wake[role], __ATOMIC_ACQUIRE);
+	if (fd >= 0)
+		return fd;
+	SHUNT_GUARD_ENTER();
+	bind_one(c, role);
+	SHUNT_GUARD_LEAVE();
+	return __atomic_load_n(&c->wake[role], __ATOMIC_ACQUIRE);
+}
+
+static int bind_wake_peer_only(struct shm_conn *c)
+{
+	for (int role = 0; role < 2; role++)
+		if (wake_addr(&c->peer[role], &c->peer_len[role], c->key, !c->side, role) < 0)
+			return -1;
+	return 0;
+}
+
+/* Our RX wake socket now (the peer's first wakeups and the liveness probe
+ * go there); the peer's addresses for both roles. */
+static int bind_wake(struct shm_conn *c)
+{
+	if (bind_wake_peer_only(c) < 0)
+		return -1;
+	return bind_one(c, SHM_WAKE_RX);
 }
 
 /* ---- objects -------------------------------------------------------------- */
@@ -204,7 +262,7 @@ static struct shm_conn *conn_new(struct shm_hdr *h, size_t len, int side)
 	c->hdr = h;
 	c->map_len = len;
 	c->side = side;
-	c->wake = -1;
+	c->wake[0] = c->wake[1] = -1;
 	uint8_t *base = (uint8_t *)h;
 	uint8_t *c2s = base + SHM_HDR_SIZE, *s2c = c2s + h->ring_size;
 	if (side == SHM_CLIENT) {
@@ -219,13 +277,15 @@ static struct shm_conn *conn_new(struct shm_hdr *h, size_t len, int side)
 
 static void conn_free(struct shm_conn *c)
 {
-	char path[SHM_PATH_MAX];
-	if (c->wake >= 0) {
-		REAL(close)(c->wake);
+	for (int role = 0; role < 2; role++) {
+		if (c->wake[role] < 0)
+			continue;
+		REAL(close)(c->wake[role]);
 		/* After fork another process may still wait on this name. */
-		if (!c->forked && !path_of(path, sizeof path, c->key,
-					   c->side == SHM_CLIENT ? ".c" : ".s"))
-			unlink(path);
+		struct sockaddr_un a;
+		socklen_t len;
+		if (!c->forked && !wake_addr(&a, &len, c->key, c->side, role))
+			unlink(a.sun_path);
 	}
 	if (c->hdr)
 		munmap(c->hdr, c->map_len);
@@ -363,7 +423,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	SHUNT_GUARD_ENTER();
 	struct sockaddr_storage local;
 	struct shm_tuple t;
-	char key[96], path[SHM_PATH_MAX], mine[SHM_PATH_MAX], peer[SHM_PATH_MAX];
+	char key[96], path[SHM_PATH_MAX];
 	struct shm_conn *c = NULL;
 	if (!shm_registry_lookup(rd, dst))
 		goto out;
@@ -372,8 +432,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	    shm_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
 	shm_tuple_key(&t, key, sizeof key);
-	if (path_of(path, sizeof path, key, "") || path_of(mine, sizeof mine, key, ".c") ||
-	    path_of(peer, sizeof peer, key, ".s"))
+	if (path_of(path, sizeof path, key, ""))
 		goto out;
 	uint64_t ring = shunt_config()->ring_size;
 	size_t len = SHM_HDR_SIZE + 2 * ring;
@@ -402,7 +461,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	h->tuple = t;
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
 	c = conn_new(h, len, SHM_CLIENT);
-	if (!c || (snprintf(c->key, sizeof c->key, "%s", key), bind_wake(c, mine, peer) < 0)) {
+	if (!c || (snprintf(c->key, sizeof c->key, "%s", key), bind_wake(c) < 0)) {
 		if (c)
 			conn_free(c);
 		else
@@ -474,7 +533,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (!rd)
 		return SHUNT_R_RING_ALLOC;
 	struct shm_tuple t;
-	char key[96], path[SHM_PATH_MAX], mine[SHM_PATH_MAX], theirs[SHM_PATH_MAX];
+	char key[96], path[SHM_PATH_MAX];
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	size_t len = 0;
 	SHUNT_GUARD_ENTER();
@@ -483,8 +542,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (tuple_of(fd, peer, &t) < 0)
 		goto out;
 	shm_tuple_key(&t, key, sizeof key);
-	if (path_of(path, sizeof path, key, "") || path_of(mine, sizeof mine, key, ".s") ||
-	    path_of(theirs, sizeof theirs, key, ".c"))
+	if (path_of(path, sizeof path, key, ""))
 		goto out;
 	h = open_offer(key, &len, &why);
 	if (!h)
@@ -499,7 +557,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		goto refuse;
 	}
 	snprintf(c->key, sizeof c->key, "%s", key);
-	if (bind_wake(c, mine, theirs) < 0) {
+	if (bind_wake(c) < 0) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
 	}
@@ -508,10 +566,11 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	int s = wake_sender();
 	char b = 0;
 	if (s < 0 || REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-				  (struct sockaddr *)&c->peer, c->peer_len) < 0) {
+				  (struct sockaddr *)&c->peer[SHM_WAKE_RX],
+				  c->peer_len[SHM_WAKE_RX]) < 0) {
 		if (errno != EAGAIN) {
 			unlink(path);
-			unlink(theirs);
+			unlink(c->peer[SHM_WAKE_RX].sun_path);
 			why = SHUNT_R_NO_PEER_SHIM;
 			goto fail;
 		}
@@ -532,7 +591,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	return SHUNT_R_NONE;
 refuse:
 	refuse(h);
-	if (c && c->wake >= 0)
+	if (c && c->wake[SHM_WAKE_RX] >= 0)
 		shm_wake_peer(c);
 fail:
 	if (c)
@@ -559,16 +618,11 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	struct shm_hdr *h = open_offer(key, &len, &why);
 	if (h) {
 		if (shm_hdr_check(h, len, &t) == 0) {
-			struct shm_conn c = {0};
-			char theirs[SHM_PATH_MAX];
+			struct shm_conn c = {.side = SHM_SERVER};
 			refuse(h);
-			if (!path_of(theirs, sizeof theirs, key, ".c") &&
-			    strlen(theirs) < sizeof c.peer.sun_path) {
-				c.peer.sun_family = AF_UNIX;
-				strcpy(c.peer.sun_path, theirs);
-				c.peer_len = sizeof c.peer;
+			snprintf(c.key, sizeof c.key, "%s", key);
+			if (bind_wake_peer_only(&c) == 0)
 				shm_wake_peer(&c);
-			}
 		}
 		munmap(h, len);
 	}

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -52,13 +54,13 @@ static size_t iov_skip(const struct iovec *v, size_t n, size_t skip, struct iove
 	return k;
 }
 
-static void wake_if(struct shm_conn *c, uint32_t *waiting)
+static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
 {
 	/* Pairs with the fence in arm(): either the sleeper sees our
 	 * counter move, or we see it waiting. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(waiting, __ATOMIC_RELAXED))
-		shm_wake_peer(c);
+		shm_wake_role(c, role);
 }
 
 /* What the TCP socket says, without consuming: 1 bytes waiting (a
@@ -151,7 +153,7 @@ static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
 		}
 	}
 	for (;;) {
-		struct pollfd p[2];
+		struct pollfd p[3];
 		int timeout = -1;
 		if (deadline) {
 			uint64_t now = shm_now_ms();
@@ -227,6 +229,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		if (c->switched && drained(c)) {
 			if (done)
 				return (ssize_t)done;
+			SHUNT_DEBUG("fd=%d read from TCP after switching", c->base.fd);
 			return REAL(recvmsg)(c->base.fd, m, flags);
 		}
 		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
@@ -237,7 +240,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			done += n;
 			if (!peek) {
 				c->bytes_in += n;
-				wake_if(c, &c->rx.ctl->writer_waiting);
+				wake_if(c, &c->rx.ctl->writer_waiting, SHM_WAKE_TX);
 			}
 			if (!all || done == total)
 				return (ssize_t)done;
@@ -251,14 +254,30 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		}
 		if (moved_on(c))
 			continue;
-		if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE))
-			return (ssize_t)done; /* peer's shutdown(SHUT_WR): EOF */
+		/* EOF only once the ring is seen empty after the flag: the
+		 * peer publishes its last bytes before it shuts down. */
+		if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE)) {
+			if (shm_ring_used(&c->rx))
+				continue;
+			SHUNT_DEBUG("fd=%d EOF: peer shut down (done=%zu)", c->base.fd, done);
+			return (ssize_t)done; /* peer's shutdown(SHUT_WR) */
+		}
 		if (state_of(c) == SHM_COMMITTED &&
 		    (c->tcp_hint || c->tcp_eof ||
 		     __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
 			int t = tcp_peek(c);
-			if (t == 0)
+			if (t <= 0 && t != -2 && shm_ring_used(&c->rx))
+				continue;
+			if (t == 0) {
+				struct tcp_info ti = {0};
+				socklen_t tl = sizeof ti;
+				REAL(getsockopt)(c->base.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+				SHUNT_DEBUG("fd=%d tcp state %u", c->base.fd, ti.tcpi_state);
+				SHUNT_DEBUG("fd=%d EOF: TCP FIN (done=%zu hint=%d eof=%d closed=%u)",
+					    c->base.fd, done, c->tcp_hint, c->tcp_eof,
+					    c->rx.ctl->closed_hint);
 				return (ssize_t)done; /* the last holder closed: EOF */
+			}
 			if (t == -1)
 				return done ? (ssize_t)done : -1;
 			c->tcp_hint = 0;
@@ -294,14 +313,22 @@ static ssize_t broken_pipe(int flags)
  * live in another process); the TCP FIN of the last close is the proof. */
 static int peer_gone(struct shm_conn *c)
 {
-	if (!__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) && !c->tcp_hint)
+	if (!__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) && !c->tcp_hint &&
+	    !c->tcp_eof)
 		return 0;
 	if (!c->tcp_eof) {
 		int t = tcp_peek(c);
 		if (t == -1)
 			return 1;
 	}
-	return c->tcp_eof && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE);
+	if (!c->tcp_eof)
+		return 0;
+	if (__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
+		return 1;
+	/* FIN without a close hint: the peer only shut down its side, or it
+	 * died (SIGKILL closes without running shunt).  Its pid tells. */
+	pid_t pid = c->hdr->pid[!c->side];
+	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
 }
 
 ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
@@ -339,7 +366,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (n) {
 			done += n;
 			c->bytes_out += n;
-			wake_if(c, &c->tx.ctl->reader_waiting);
+			wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
 			if (done == total)
 				return (ssize_t)done;
 			continue;
@@ -370,7 +397,7 @@ int shm_shutdown(struct shunt_conn *b, int how)
 	struct shm_conn *c = (struct shm_conn *)b;
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		__atomic_store_n(&c->tx.ctl->wr_shut, 1, __ATOMIC_RELEASE);
-		wake_if(c, &c->tx.ctl->reader_waiting);
+		wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
 		shm_wake_peer(c);
 	}
 	if (how == SHUT_RD || how == SHUT_RDWR)
@@ -429,32 +456,45 @@ short shm_poll(struct shunt_conn *b, short events)
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
 
-int shm_arm(struct shunt_conn *b, short events, struct pollfd out[2], int *timeout_ms)
+int shm_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeout_ms)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
+	int n = 0;
+	/* Before counting ourselves in: a waker that sees us waiting after
+	 * this finds no wakeup pending and sends one.  (One sent earlier may
+	 * have gone to a socket not bound yet, or to another thread.) */
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
-		__atomic_add_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->hdr->wake_pending[c->side][SHM_WAKE_RX], 0, __ATOMIC_RELAXED);
 	if (events & (POLLOUT | POLLWRNORM))
+		__atomic_store_n(&c->hdr->wake_pending[c->side][SHM_WAKE_TX], 0, __ATOMIC_RELAXED);
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
+		__atomic_add_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+		out[n++] = (struct pollfd){c->wake[SHM_WAKE_RX], POLLIN, 0};
+	}
+	if (events & (POLLOUT | POLLWRNORM)) {
+		int fd = shm_wake_fd(c, SHM_WAKE_TX);
 		__atomic_add_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
+		if (fd >= 0)
+			out[n++] = (struct pollfd){fd, POLLIN, 0};
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	out[0] = (struct pollfd){c->wake, POLLIN, 0};
 	/* Once EOF has been seen the socket stays readable: watching it would
 	 * spin.  POLLERR/POLLHUP are reported whatever the events. */
-	out[1] = (struct pollfd){c->base.fd, (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP), 0};
+	out[n++] = (struct pollfd){c->base.fd, (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP), 0};
 	int limit = -1;
 	if (state_of(c) == SHM_OFFERED && c->side == SHM_CLIENT) {
 		uint64_t now = shm_now_ms();
 		limit = c->offer_deadline > now ? (int)(c->offer_deadline - now) : 0;
 	}
 	/* A dead peer sends no FIN we can still see after EOF; look again now
-	 * and then.  So does a second waiter on the same ring, which may have
+	 * and then.  So does a second waiter of the same role, which may have
 	 * missed a wakeup the first one drained. */
 	if (c->tcp_eof || __atomic_load_n(&c->rx.ctl->reader_waiting, __ATOMIC_RELAXED) > 1 ||
 	    __atomic_load_n(&c->tx.ctl->writer_waiting, __ATOMIC_RELAXED) > 1)
 		limit = limit < 0 || limit > 100 ? 100 : limit;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
 		*timeout_ms = limit;
-	return 2;
+	return n;
 }
 
 void shm_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, int n)
@@ -464,13 +504,17 @@ void shm_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, in
 		__atomic_sub_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
 	if (events & (POLLOUT | POLLWRNORM))
 		__atomic_sub_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
-	if (n > 0 && fds[0].revents) {
+	for (int i = 0; i < n; i++) {
+		if (!fds[i].revents)
+			continue;
+		if (fds[i].fd == c->base.fd) {
+			c->tcp_hint = 1;
+			continue;
+		}
 		char buf[64];
-		while (REAL(recv)(c->wake, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		while (REAL(recv)(fds[i].fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
 			;
 	}
-	if (n > 1 && fds[1].revents)
-		c->tcp_hint = 1;
 }
 
 uint64_t shm_progress(struct shunt_conn *b)

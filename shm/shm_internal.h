@@ -18,9 +18,13 @@ struct shm_conn {
 	size_t map_len;
 	int side;                 /* enum shm_side */
 	int fd;                   /* a number of the TCP socket in this process */
-	int wake;                 /* our bound datagram socket: the peer wakes us */
-	struct sockaddr_un peer;  /* the peer's wake socket */
-	socklen_t peer_len;
+	/* Bound datagram sockets the peer wakes us through, one per role so
+	 * a reader thread never drains a wakeup meant for a writer thread:
+	 * [SHM_WAKE_RX] data arrived (or the state moved), [SHM_WAKE_TX]
+	 * space freed.  TX is bound on first need. */
+	int wake[2];
+	struct sockaddr_un peer[2]; /* the peer's, same roles */
+	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
 	int switched;             /* this end now moves bytes over TCP */
 	int rx_ring_first;        /* after switching: drain the rx ring first */
@@ -50,8 +54,14 @@ const char *shm_rundir(void);
 /* Move an internal fd above the numbers applications expect to get. */
 int shm_fd_high(int fd);
 
-/* Wake the peer (a datagram to its wake socket); cheap when it is awake. */
+enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
+
+/* Wake the peer's waiters of one role: one datagram per sleep. */
+void shm_wake_role(struct shm_conn *c, int role);
+/* Wake every waiter of the peer: the state moved. */
 void shm_wake_peer(struct shm_conn *c);
+/* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
+int shm_wake_fd(struct shm_conn *c, int role);
 
 /* Switch this end to TCP after the state left COMMITTED/OFFERED. */
 int shm_switch(struct shm_conn *c);
@@ -67,7 +77,7 @@ ssize_t shm_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
 int shm_shutdown(struct shunt_conn *c, int how);
 int shm_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
 short shm_poll(struct shunt_conn *c, short events);
-int shm_arm(struct shunt_conn *c, short events, struct pollfd out[2], int *timeout_ms);
+int shm_arm(struct shunt_conn *c, short events, struct pollfd out[3], int *timeout_ms);
 void shm_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 uint64_t shm_progress(struct shunt_conn *c);
 

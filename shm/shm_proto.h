@@ -50,6 +50,8 @@ struct shm_hdr {
 			       over TCP once the state is DEMOTING */
 	int32_t pid[2];     /* informational */
 	uint32_t uid[2];
+	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way
+					there; one datagram per sleep is enough */
 	struct shm_tuple tuple;
 	/* ring[0]: client -> server; ring[1]: server -> client */
 	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));

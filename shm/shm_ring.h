@@ -10,7 +10,9 @@
  * tail or the flags.  Every length is clamped to the ring size and every
  * offset masked, so a hostile or corrupted peer can make a connection fail
  * (shm_ring_sane() says so) but never make this side touch memory outside
- * the mapping. */
+ * the mapping.  A call on a corrupted ring may still move bytes (it trusts
+ * its cached view of the peer's counter); callers check shm_ring_sane()
+ * whenever a call returns 0. */
 #ifndef SHM_RING_H
 #define SHM_RING_H
 
