@@ -11,6 +11,10 @@
 
 SHUNT_EXPORT pid_t fork(void)
 {
+	/* Both processes will hold every connection: transports keep what
+	 * the other may still need (wake socket names). */
+	if (shunt_any_accel())
+		shunt_conn_before_fork();
 	return REAL(fork)();
 }
 
@@ -19,7 +23,7 @@ SHUNT_EXPORT pid_t fork(void)
  * vfork is a fork; the only visible difference is speed. */
 SHUNT_EXPORT pid_t vfork(void)
 {
-	return REAL(fork)();
+	return fork();
 }
 
 SHUNT_EXPORT int execve(const char *p, char *const a[], char *const e[])

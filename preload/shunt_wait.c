@@ -49,8 +49,9 @@ void shunt_spin_accel(int (*ready)(void *), void *arg)
 		if ((i & 63) == 0) {
 			if (shunt_now_ns() - t0 >= budget)
 				return;
-			if ((i & 1023) == 0)
-				sched_yield();
+			/* With more runnable threads than cores, the peer we
+			 * wait for may be queued behind us. */
+			sched_yield();
 		}
 	}
 }

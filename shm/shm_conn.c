@@ -72,7 +72,8 @@ static int own_dir(const char *path, mode_t mode)
 static int try_rundir(const char *dir)
 {
 	char sub[SHM_PATH_MAX + 4];
-	if (strlen(dir) + 3 >= SHM_PATH_MAX || own_dir(dir, 0700) < 0)
+	/* <dir>/o/<16 hex>.cw must fit a Unix socket path (108 bytes). */
+	if (strlen(dir) > SHM_RUNDIR_MAX || own_dir(dir, 0700) < 0)
 		return -1;
 	snprintf(sub, sizeof sub, "%s/l", dir);
 	if (own_dir(sub, 0700) < 0)
@@ -107,7 +108,7 @@ const char *shm_rundir(void)
 		ok = try_rundir(cfg->rundir);
 		if (ok < 0)
 			shunt_log(SHUNT_LOG_WARN,
-				  "rundir %s is not usable (missing, not ours, or writable by others); shm is off",
+				  "rundir %s is not usable (longer than 80 bytes, not ours, or writable by others); shm is off",
 				  cfg->rundir);
 		else if (!memory_backed(rundir))
 			shunt_log(SHUNT_LOG_WARN,

@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/sockios.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -20,6 +18,7 @@
 
 #include "preload/shunt_log.h"
 #include "preload/shunt_real.h"
+#include "preload/shunt_wait.h"
 #include "shm_internal.h"
 
 #define MAX_IOV 1024 /* UIO_MAXIOV */
@@ -129,29 +128,23 @@ static uint64_t deadline_of(struct shm_conn *c, int opt)
 	return shm_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
 }
 
+struct spin_arg {
+	struct shm_conn *c;
+	short ev;
+};
+
+static int spin_ready(void *p)
+{
+	struct spin_arg *a = p;
+	return shm_poll(&a->c->base, a->ev) != 0;
+}
+
 /* Block until ev may be ready on c: spin, then sleep.  0 = look again;
  * -1 with errno EAGAIN (timeout) or EINTR. */
 static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
 {
-	uint64_t spin_ns = (uint64_t)shunt_config()->spin_us * 1000;
-	if (spin_ns) {
-		struct timespec t0, t;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (unsigned i = 1;; i++) {
-			if (shm_poll(&c->base, ev))
-				return 0;
-			shm_cpu_relax();
-			if ((i & 63) == 0) {
-				clock_gettime(CLOCK_MONOTONIC, &t);
-				if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u +
-					    (uint64_t)(t.tv_nsec - t0.tv_nsec) >= spin_ns)
-					break;
-				/* Two cores: let the peer run. */
-				if ((i & 1023) == 0)
-					sched_yield();
-			}
-		}
-	}
+	struct spin_arg a = {c, ev};
+	shunt_spin_accel(spin_ready, &a);
 	for (;;) {
 		struct pollfd p[3];
 		int timeout = -1;
@@ -269,10 +262,6 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			if (t <= 0 && t != -2 && shm_ring_used(&c->rx))
 				continue;
 			if (t == 0) {
-				struct tcp_info ti = {0};
-				socklen_t tl = sizeof ti;
-				REAL(getsockopt)(c->base.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl);
-				SHUNT_DEBUG("fd=%d tcp state %u", c->base.fd, ti.tcpi_state);
 				SHUNT_DEBUG("fd=%d EOF: TCP FIN (done=%zu hint=%d eof=%d closed=%u)",
 					    c->base.fd, done, c->tcp_hint, c->tcp_eof,
 					    c->rx.ctl->closed_hint);

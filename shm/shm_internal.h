@@ -10,6 +10,7 @@
 #include "shm_registry.h"
 
 #define SHM_PATH_MAX 256
+#define SHM_RUNDIR_MAX 80
 
 /* An accelerated connection, one end's private view. */
 struct shm_conn {

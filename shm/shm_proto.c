@@ -51,10 +51,15 @@ int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
 
 void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len)
 {
-	char a[33], b[33];
-	for (int i = 0; i < 16; i++) {
-		snprintf(a + 2 * i, 3, "%02x", t->caddr[i]);
-		snprintf(b + 2 * i, 3, "%02x", t->saddr[i]);
+	/* Short enough for a Unix socket path inside the rundir.  The header
+	 * holds the whole tuple, which the server checks, so a collision (two
+	 * live connections, 2^-64) declines an offer and never mixes streams. */
+	const uint8_t *p = (const uint8_t *)t;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < sizeof *t; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
 	}
-	snprintf(buf, len, "c-%s-%u-s-%s-%u", a, t->cport, b, t->sport);
+	h ^= h >> 29;
+	snprintf(buf, len, "%016llx", (unsigned long long)h);
 }

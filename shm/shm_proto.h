@@ -64,7 +64,7 @@ _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
 int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
 		  const struct shm_tuple *tuple);
 
-/* Key for file names: "c-ADDR-PORT-s-ADDR-PORT" with hex addresses. */
+/* Key for file names: 16 hex digits hashed from the tuple. */
 void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len);
 
 /* Fill a tuple from two socket addresses (client, server). -1 if not IP. */
