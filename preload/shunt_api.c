@@ -18,8 +18,13 @@ SHUNT_EXPORT const char *shunt_fd_transport(int fd)
 {
 	struct shunt_fd *e = shunt_fd_peek(fd);
 	switch (e ? shunt_fd_kind(e) : SHUNT_FD_UNKNOWN) {
-	case SHUNT_FD_ACCEL:
-		return e->conn->ops->name;
+	case SHUNT_FD_ACCEL: {
+		struct shunt_conn *c = shunt_conn_get(e);
+		const char *name = c ? c->ops->name : "kernel";
+		if (c)
+			shunt_conn_put(c);
+		return name;
+	}
 	case SHUNT_FD_KERNEL:
 		return "kernel";
 	default:

@@ -124,7 +124,9 @@ static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_
 	e->reason = (uint8_t)why;
 	if (why == SHUNT_R_NONE) {
 		e->conn->refs = 1;
+		e->conn->fds = 1;
 		e->conn->fd = fd;
+		e->conn->nonblock = (e->flags & SHUNT_FDF_NONBLOCK) != 0;
 		__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 	} else {
 		e->conn = NULL;
@@ -133,9 +135,14 @@ static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_
 			 __ATOMIC_RELEASE);
 }
 
-void shunt_conn_log_decision(int fd, struct shunt_fd *e, const struct sockaddr *peer,
-			     socklen_t plen)
+void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
+			socklen_t plen)
 {
+	int accel = shunt_fd_kind(e) == SHUNT_FD_ACCEL;
+	e->stat = shunt_stats_open(fd, e->role, accel ? (int)e->conn->ops->id : SHUNT_TP_KERNEL,
+				   e->reason, peer, plen);
+	if (accel)
+		e->conn->stat = e->stat;
 	if (!shunt_log_on(SHUNT_LOG_DEBUG))
 		return;
 	struct sockaddr_storage ls;
@@ -145,7 +152,6 @@ void shunt_conn_log_decision(int fd, struct shunt_fd *e, const struct sockaddr *
 		ll = 0;
 	shunt_format_addr((struct sockaddr *)&ls, ll, l, sizeof l);
 	shunt_format_addr(peer, plen, p, sizeof p);
-	int accel = shunt_fd_kind(e) == SHUNT_FD_ACCEL;
 	shunt_log(SHUNT_LOG_DEBUG,
 		  "conn fd=%d role=%s local=%s peer=%s transport=%s reason=%s", fd,
 		  shunt_role_name((enum shunt_role)e->role), l, p,
@@ -200,17 +206,26 @@ void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 				(*t)->decline(fd, peer, len);
 	}
 	settle(fd, e, SHUNT_ROLE_SERVER, why);
-	shunt_conn_log_decision(fd, e, peer, len);
+	shunt_conn_decided(fd, e, peer, len);
 }
 
+void shunt_conn_put(struct shunt_conn *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		c->ops->free(c);
+}
+
+/* One fd number less.  The last one says goodbye (ops->close) while the
+ * socket is still open; the memory goes with the last reference. */
 static void conn_unref(struct shunt_conn *c)
 {
-	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		if (!__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL) &&
-		    c->ops->recvmsg)
+	if (__atomic_sub_fetch(&c->fds, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (c->ops->recvmsg &&
+		    !__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
 			__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 		c->ops->close(c);
 	}
+	shunt_conn_put(c);
 }
 
 struct other_arg {
@@ -233,7 +248,7 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 		shunt_log(SHUNT_LOG_DEBUG, "close fd=%d transport=%s reason=%s", fd,
 			  k == SHUNT_FD_ACCEL ? c->ops->name : "kernel",
 			  k == SHUNT_FD_ACCEL ? "-" : shunt_reason_name(e->reason));
-	if (c && c->fd == fd && __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1) {
+	if (c && c->fd == fd && __atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1) {
 		/* The transport's own number for the socket is going away
 		 * while a dup lives on: hand it that one. */
 		struct other_arg a = {c, fd, -1};
@@ -241,11 +256,13 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 		if (a.found >= 0)
 			c->fd = a.found;
 	}
+	struct shunt_stat_slot *st = e->stat;
 	/* Forget the number before the transport lets go, so no other thread
 	 * starts a new operation on a connection being torn down. */
 	shunt_fd_reset(fd);
 	if (c)
 		conn_unref(c);
+	shunt_stats_close(st);
 }
 
 void shunt_conn_dup(int fd, int nfd)
@@ -266,8 +283,10 @@ void shunt_conn_dup(int fd, int nfd)
 	n->reason = e->reason;
 	n->flags = e->flags;
 	n->conn = e->conn;
-	if (n->conn)
+	if (n->conn) {
 		__atomic_add_fetch(&n->conn->refs, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&n->conn->fds, 1, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&n->kind, k, __ATOMIC_RELEASE);
 }
 
@@ -292,20 +311,22 @@ void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why)
 		return;
 	c->reason = (uint8_t)why;
 	__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+	shunt_stats_demoted(c->stat, why);
 	struct finish_arg a = {c, why};
 	shunt_fd_foreach(SHUNT_FD_ACCEL, finish_one, &a);
-	SHUNT_INFO("fd=%d moved from %s to the kernel path: %s", c->fd, c->ops->name,
+	SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", c->fd, c->ops->name,
 		   shunt_reason_name(why));
 }
 
 void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
 {
 	(void)fd;
-	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
+	struct shunt_conn *c = shunt_conn_get(e);
+	if (!c)
 		return;
-	struct shunt_conn *c = e->conn;
 	c->ops->demote(c, why);
 	shunt_conn_finish(c, why);
+	shunt_conn_put(c);
 }
 
 static void fork_one(int fd, struct shunt_fd *e, void *arg)

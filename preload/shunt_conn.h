@@ -18,6 +18,7 @@
 
 #include "shunt_core.h"
 #include "shunt_fdtab.h"
+#include "shunt_stats.h"
 
 /* Why a connection is on the kernel path.  Stable names: they appear in logs,
  * `shunt stat` and metrics.  Append only. */
@@ -39,7 +40,10 @@
 	X(INTERNAL, "internal")      /* shunt's own socket or a nested call */ \
 	X(PEER_CRED, "peer-cred")    /* the offer came from another user */   \
 	X(BAD_OFFER, "bad-offer")    /* a malformed or foreign offer */       \
-	X(OFFER_TIMEOUT, "offer-timeout") /* no answer from the server in time */
+	X(OFFER_TIMEOUT, "offer-timeout") /* no answer from the server in time */ \
+	X(DECLINED, "declined")      /* the server refused the offer (its rule, \
+					its config, a check failed) */          \
+	X(PEER_DEMOTED, "peer-demoted") /* the peer moved the connection to TCP */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,
@@ -68,8 +72,14 @@ struct shunt_transport_ops {
 				    const struct sockaddr *peer, socklen_t len);
 	/* This end took the kernel path: refuse whatever the peer offered. */
 	void (*decline)(int fd, const struct sockaddr *peer, socklen_t len);
-	/* The last fd number referring to c in this process is closing. */
+	/* The last fd number referring to c in this process is closing (the
+	 * socket is still open): say goodbye to the peer.  Calls in flight in
+	 * other threads may go on; c->fd is -1 afterwards. */
 	void (*close)(struct shunt_conn *c);
+	/* The last reference is gone (no fd number, no call in flight):
+	 * release everything.  The object itself must stay readable memory
+	 * (recycled, never unmapped): shunt_conn_get() may still touch it. */
+	void (*free)(struct shunt_conn *c);
 	/* Hand the connection back to TCP, nothing lost: on return this end
 	 * reads and writes the socket.  Then the caller calls
 	 * shunt_conn_finish(). */
@@ -105,13 +115,58 @@ struct shunt_transport_ops {
 /* The transport's per-connection object starts with this. */
 struct shunt_conn {
 	const struct shunt_transport_ops *ops;
-	unsigned refs;     /* fd numbers that refer to it (dup); atomic */
+	unsigned refs;     /* fd numbers + calls in flight + epoll items; atomic.
+			      At 0 the object is dead until recycled. */
+	unsigned fds;      /* fd numbers that refer to it (dup); atomic */
 	int fd;            /* one of those numbers: the TCP socket, for the
-			      transport's own kernel calls */
+			      transport's own kernel calls; -1 once all closed */
 	uint8_t finished;  /* demoted: entries are KERNEL, resources kept
 			      until the last close */
 	uint8_t reason;    /* why it was finished */
+	uint8_t nonblock;  /* O_NONBLOCK of the open file (all its numbers) */
+	struct shunt_stat_slot *stat; /* its counters (shunt_stats.h), or NULL */
 };
+
+/* Counters are written by one process and read by `shunt stat`: relaxed
+ * single-copy updates, no locked instruction on the data path.  Two threads
+ * racing on one connection may lose a count, never corrupt one. */
+#define SHUNT_STAT_ADD(conn, field, n)                                          \
+	do {                                                                    \
+		struct shunt_stat_slot *s_ = (conn)->stat;                      \
+		if (s_)                                                         \
+			__atomic_store_n(&s_->field,                            \
+					 __atomic_load_n(&s_->field, __ATOMIC_RELAXED) + (n), \
+					 __ATOMIC_RELAXED);                     \
+	} while (0)
+
+/* A reference for one call on an accelerated fd, or NULL when the fd is
+ * not (or no longer) accelerated: then the call goes to libc.  A thread
+ * blocked in the transport keeps the connection alive across a close() in
+ * another thread, as the kernel keeps a file alive for a blocked read. */
+static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
+{
+	struct shunt_conn *c = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
+	if (!c)
+		return NULL;
+	unsigned r = __atomic_load_n(&c->refs, __ATOMIC_RELAXED);
+	do {
+		if (r == 0)
+			return NULL;
+	} while (!__atomic_compare_exchange_n(&c->refs, &r, r + 1, 1, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	/* Type-stable memory: the object may have died and been recycled
+	 * between the load and the increment; the entry says. */
+	if (__atomic_load_n(&e->conn, __ATOMIC_ACQUIRE) != c ||
+	    shunt_fd_kind(e) != SHUNT_FD_ACCEL) {
+		void shunt_conn_put(struct shunt_conn *);
+		shunt_conn_put(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Drop a reference; the last one frees the transport's resources. */
+void shunt_conn_put(struct shunt_conn *c);
 
 /* Decisions: called by the interposed calls after classifying the fd. */
 void shunt_conn_on_listen(int fd, struct shunt_fd *e);
@@ -119,10 +174,10 @@ void shunt_conn_on_connect(int fd, struct shunt_fd *e,
 			   const struct sockaddr *dst, socklen_t len);
 void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 			  const struct sockaddr *peer, socklen_t len);
-/* The log=debug line for a decision; for connect, once the local address
- * is bound. */
-void shunt_conn_log_decision(int fd, struct shunt_fd *e, const struct sockaddr *peer,
-			     socklen_t plen);
+/* A decision is final (for connect, once the local address is bound): open
+ * its counters and write the log=debug line. */
+void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
+			socklen_t plen);
 void shunt_conn_on_close(int fd, struct shunt_fd *e);
 /* nfd is a new number for fd's socket (dup, dup2, F_DUPFD). */
 void shunt_conn_dup(int fd, int nfd);

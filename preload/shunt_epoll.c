@@ -100,9 +100,12 @@ static struct item *find(struct epset *s, int fd)
 	return NULL;
 }
 
+/* An item holds a reference on its connection (see epoll_ctl ADD). */
 static void drop(struct epset *s, struct item *it)
 {
+	struct shunt_conn *c = it->c;
 	*it = s->items[--s->n];
+	shunt_conn_put(c);
 }
 
 static short to_poll(uint32_t ev)
@@ -233,10 +236,17 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			s->cap = cap;
 		}
 		it = &s->items[s->n];
-		*it = (struct item){.fd = fd, .c = e->conn, .events = ev->events,
+		*it = (struct item){.fd = fd, .c = shunt_conn_get(e), .events = ev->events,
 				    .data = ev->data};
+		if (!it->c) {
+			/* Demoted meanwhile: a plain registration. */
+			pthread_mutex_unlock(&s->mu);
+			return REAL(epoll_ctl)(ep, op, fd, ev);
+		}
 		if ((rc = kernel_add(ep, fd, it)) == 0)
 			s->n++;
+		else
+			shunt_conn_put(it->c);
 		break;
 	case EPOLL_CTL_MOD:
 		if (!it) {
@@ -300,13 +310,13 @@ static int collect(int ep, struct epset *s, struct epoll_event *out, int max)
 	unsigned start = s->n ? s->rr++ % (unsigned)s->n : 0;
 	for (int i = 0; i < s->n && got < max;) {
 		struct item *it = &s->items[(start + (unsigned)i) % (unsigned)s->n];
-		struct shunt_fd *e = shunt_fd_peek(it->fd);
-		if (!e || e->conn != it->c) {
-			/* Closed: the kernel dropped its registrations. */
+		/* As the kernel keys a registration to the open file, an item
+		 * lives while any fd number of its connection does (dup). */
+		if (__atomic_load_n(&it->c->fds, __ATOMIC_ACQUIRE) == 0) {
 			drop(s, it);
 			continue;
 		}
-		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL) {
+		if (__atomic_load_n(&it->c->finished, __ATOMIC_ACQUIRE)) {
 			convert(ep, s, it); /* handed back to TCP */
 			continue;
 		}
@@ -314,7 +324,7 @@ static int collect(int ep, struct epset *s, struct epoll_event *out, int max)
 		if (it->disabled)
 			continue;
 		short r = item_ready(it, 1);
-		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL) {
+		if (__atomic_load_n(&it->c->finished, __ATOMIC_ACQUIRE)) {
 			/* poll() just finished it: look again as a kernel fd */
 			convert(ep, s, it);
 			i--;
@@ -336,7 +346,7 @@ static int any_ready(void *arg)
 	struct epset *s = arg;
 	for (int i = 0; i < s->n; i++) {
 		struct item *it = &s->items[i];
-		if (!it->disabled && shunt_fd_accel(it->fd) && item_ready(it, 0))
+		if (!it->disabled && !it->c->finished && item_ready(it, 0))
 			return 1;
 	}
 	return 0;
@@ -433,10 +443,12 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		for (int i = 0; i < n; i++) {
 			struct item *it = &s->items[i];
 			struct pollfd two[SHUNT_ARM_MAX];
+			/* The item may be dropped while we sleep unlocked. */
+			__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
 			armed[i].c = it->c;
 			armed[i].ev = it->disabled ? 0 : to_poll(it->events);
 			it->c->ops->arm(it->c, armed[i].ev, two, &ms);
-			if (!again && armed[i].ev && shunt_fd_accel(it->fd) && item_ready(it, 0))
+			if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
 				again = 1;
 		}
 		pthread_mutex_unlock(&s->mu);
@@ -449,6 +461,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		pthread_mutex_lock(&s->mu);
 		for (int i = 0; i < n; i++) {
 			armed[i].c->ops->disarm(armed[i].c, armed[i].ev, NULL, 0);
+			shunt_conn_put(armed[i].c);
 		}
 		got = kn > 0 ? take_kernel(s, kev, kn, out, 0, max) : 0;
 		pthread_mutex_unlock(&s->mu);
@@ -526,13 +539,14 @@ void shunt_epoll_forget(int fd)
 	if (unlikely(s != NULL)) {
 		/* fd was an epoll fd: its set goes with it. */
 		pthread_mutex_lock(&s->mu);
-		s->n = 0;
+		while (s->n)
+			drop(s, &s->items[s->n - 1]);
 		pthread_mutex_unlock(&s->mu);
 	}
-	/* An accelerated fd leaves every set, as the kernel drops a closed
-	 * file's registrations. */
+	/* An accelerated connection leaves every set when its last fd number
+	 * closes, as the kernel drops a released file's registrations. */
 	struct shunt_fd *e = shunt_fd_peek(fd);
-	if (!e || !e->conn)
+	if (!e || !e->conn || __atomic_load_n(&e->conn->fds, __ATOMIC_ACQUIRE) > 1)
 		return;
 	for (int ep = 0; ep < n; ep++) {
 		struct epset *x = set_of(ep);

@@ -8,6 +8,7 @@
 
 #include "shunt_conn.h"
 #include "shunt_log.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_wait.h"
 
@@ -17,11 +18,19 @@ static inline void forget(int fd)
 	struct shunt_fd *e = shunt_fd_peek(fd);
 	if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
 		shunt_conn_on_close(fd, e);
-	shunt_log_fd_gone(fd);
+}
+
+static inline int is_own(int fd)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	return e && shunt_fd_kind(e) == SHUNT_FD_INTERNAL;
 }
 
 SHUNT_EXPORT int close(int fd)
 {
+	/* One of shunt's own (the application closing "every fd"): kept. */
+	if (unlikely(is_own(fd)))
+		return 0;
 	/* Before the real close: once it returns, another thread may be given
 	 * the same number and must find a clean entry. */
 	forget(fd);
@@ -30,16 +39,14 @@ SHUNT_EXPORT int close(int fd)
 
 static void forget_range(unsigned lo, unsigned hi)
 {
-	int lfd = shunt_log_fd();
-	if (lfd >= 0 && (unsigned)lfd >= lo && (unsigned)lfd <= hi)
-		shunt_log_fd_gone(lfd);
 	if (shunt_any_accel() || shunt_log_on(SHUNT_LOG_DEBUG)) {
 		/* Connections need their transport released and their close
 		 * logged, one by one. */
 		unsigned lim = shunt_fdtab_limit();
 		for (unsigned fd = lo; fd <= hi && fd < lim; fd++) {
 			struct shunt_fd *e = shunt_fd_peek((int)fd);
-			if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN)
+			if (e && shunt_fd_kind(e) != SHUNT_FD_UNKNOWN &&
+			    shunt_fd_kind(e) != SHUNT_FD_INTERNAL)
 				shunt_conn_on_close((int)fd, e);
 			if (!e)
 				fd |= SHUNT_FDTAB_CHUNK - 1; /* skip unmapped chunk */
@@ -52,16 +59,21 @@ SHUNT_EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
 	if (flags & CLOSE_RANGE_CLOEXEC)
 		return REAL(close_range)(lo, hi, flags);
-	if (lo <= hi)
-		forget_range(lo, hi);
-	return REAL(close_range)(lo, hi, flags);
+	if (lo > hi)
+		return REAL(close_range)(lo, hi, flags);
+	forget_range(lo, hi);
+	return shunt_fd_close_range(lo, hi, flags);
 }
 
 SHUNT_EXPORT void closefrom(int lo)
 {
-	if (lo >= 0)
-		forget_range((unsigned)lo, ~0u);
-	REAL(closefrom)(lo);
+	if (lo < 0) {
+		REAL(closefrom)(lo);
+		return;
+	}
+	forget_range((unsigned)lo, ~0u);
+	if (shunt_fd_close_range((unsigned)lo, ~0u, 0) < 0)
+		REAL(closefrom)(lo); /* no close_range: as libc would */
 }
 
 SHUNT_EXPORT int fclose(FILE *fp)
@@ -111,23 +123,31 @@ SHUNT_EXPORT int dup2(int fd, int nfd)
 {
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
+	shunt_fd_make_room(nfd);
 	return dup_over(fd, nfd, REAL(dup2)(fd, nfd));
 }
 
 SHUNT_EXPORT int dup3(int fd, int nfd, int flags)
 {
+	if (fd != nfd)
+		shunt_fd_make_room(nfd);
 	return dup_over(fd, nfd, REAL(dup3)(fd, nfd, flags));
 }
 
 static void set_nonblock(int fd, int on)
 {
 	struct shunt_fd *e = shunt_fd_peek(fd);
-	if (e && shunt_fd_kind(e) >= SHUNT_FD_TCP) {
-		if (on)
-			e->flags |= SHUNT_FDF_NONBLOCK;
-		else
-			e->flags &= (uint8_t)~SHUNT_FDF_NONBLOCK;
-	}
+	if (!e || shunt_fd_kind(e) < SHUNT_FD_TCP || shunt_fd_kind(e) == SHUNT_FD_INTERNAL)
+		return;
+	if (on)
+		e->flags |= SHUNT_FDF_NONBLOCK;
+	else
+		e->flags &= (uint8_t)~SHUNT_FDF_NONBLOCK;
+	/* The flag belongs to the open file: every number of the connection
+	 * sees it. */
+	struct shunt_conn *c = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
+	if (c)
+		__atomic_store_n(&c->nonblock, (uint8_t)(on != 0), __ATOMIC_RELAXED);
 }
 
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
@@ -175,10 +195,15 @@ SHUNT_EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (unlikely(e && e->conn->ops->ioctl)) {
-		int rc = e->conn->ops->ioctl(e->conn, req, arg);
-		if (rc >= 0 || errno != ENOTTY)
+	struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+	if (unlikely(c != NULL)) {
+		int rc = c->ops->ioctl(c, req, arg);
+		int err = errno;
+		shunt_conn_put(c);
+		if (rc >= 0 || err != ENOTTY) {
+			errno = err;
 			return rc;
+		}
 	}
 	int rc = REAL(ioctl)(fd, req, arg);
 	if (rc == 0 && req == FIONBIO && arg)

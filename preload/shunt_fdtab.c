@@ -45,6 +45,8 @@ static void clear(struct shunt_fd *e)
 	e->reason = 0;
 	e->flags = 0;
 	e->conn = NULL;
+	e->stat = NULL;
+	e->owner = NULL;
 }
 
 void shunt_fd_reset(int fd)
@@ -69,7 +71,9 @@ void shunt_fd_reset_range(unsigned lo, unsigned hi)
 			end = hi;
 		if (chunk)
 			for (unsigned i = fd; i <= end; i++)
-				clear(&chunk[i & (SHUNT_FDTAB_CHUNK - 1)]);
+				if (shunt_fd_kind(&chunk[i & (SHUNT_FDTAB_CHUNK - 1)]) !=
+				    SHUNT_FD_INTERNAL)
+					clear(&chunk[i & (SHUNT_FDTAB_CHUNK - 1)]);
 		if (end == hi)
 			break;
 		fd = end + 1;

@@ -26,9 +26,11 @@ enum shunt_fd_kind {
 	SHUNT_FD_LISTEN,      /* TCP listener */
 	SHUNT_FD_KERNEL,      /* TCP connection on the kernel path (see reason) */
 	SHUNT_FD_ACCEL,       /* TCP connection on an accelerated transport */
+	SHUNT_FD_INTERNAL,    /* shunt's own (wake sockets, locks, log file) */
 };
 
 struct shunt_conn;
+struct shunt_stat_slot;
 
 struct shunt_fd {
 	uint8_t kind;      /* enum shunt_fd_kind; atomic access */
@@ -37,6 +39,9 @@ struct shunt_fd {
 	uint8_t flags;     /* SHUNT_FDF_* */
 	uint32_t pad;
 	struct shunt_conn *conn; /* transport state, for SHUNT_FD_ACCEL */
+	struct shunt_stat_slot *stat; /* counters of the connection decided on
+					 this number (not copied by dup) */
+	int *owner;        /* SHUNT_FD_INTERNAL: where shunt keeps the number */
 };
 
 #define SHUNT_FDF_NONBLOCK 0x01
@@ -73,7 +78,7 @@ struct shunt_fd *shunt_fd_get(int fd);
 /* Forget fd: the kernel may hand its number out again.  Never allocates. */
 void shunt_fd_reset(int fd);
 
-/* Reset every fd in [lo, hi]: close_range, closefrom. */
+/* Reset every fd in [lo, hi] but shunt's own: close_range, closefrom. */
 void shunt_fd_reset_range(unsigned lo, unsigned hi);
 
 /* Calls fn for every entry with kind >= min_kind, lowest fd first. */

@@ -10,33 +10,49 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
-/* The transport sees one flag for "do not block": O_NONBLOCK on the fd
- * (cached in the entry) or MSG_DONTWAIT on the call. */
-static inline int nb(const struct shunt_fd *e, int flags)
+/* The transport sees one flag for "do not block": O_NONBLOCK on the open
+ * file (cached in the connection, shared by all its numbers) or
+ * MSG_DONTWAIT on the call. */
+static inline int nb(const struct shunt_conn *c, int flags)
 {
-	return e->flags & SHUNT_FDF_NONBLOCK ? flags | MSG_DONTWAIT : flags;
+	return __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED) ? flags | MSG_DONTWAIT : flags;
 }
 
-static ssize_t accel_recv(struct shunt_fd *e, void *b, size_t n, int flags)
+/* The fast path, and the reference a call on an accelerated fd holds for
+ * its whole length (close() from another thread must not free what this
+ * call is using).  Declares e and c, or returns libc's answer. */
+#define ACCEL_OR_REAL(call)                                                     \
+	struct shunt_fd *e = shunt_fd_accel(fd);                                \
+	struct shunt_conn *c;                                                   \
+	if (likely(!e) || !(c = shunt_conn_get(e)))                             \
+		return REAL(call)
+
+static ssize_t done(struct shunt_conn *c, ssize_t r)
+{
+	int saved = errno;
+	shunt_conn_put(c);
+	errno = saved;
+	return r;
+}
+
+static ssize_t accel_recv(struct shunt_conn *c, void *b, size_t n, int flags)
 {
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return e->conn->ops->recvmsg(e->conn, &m, nb(e, flags));
+	return done(c, c->ops->recvmsg(c, &m, nb(c, flags)));
 }
 
-static ssize_t accel_send(struct shunt_fd *e, const void *b, size_t n, int flags)
+static ssize_t accel_send(struct shunt_conn *c, const void *b, size_t n, int flags)
 {
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return e->conn->ops->sendmsg(e->conn, &m, nb(e, flags));
+	return done(c, c->ops->sendmsg(c, &m, nb(c, flags)));
 }
 
 SHUNT_EXPORT ssize_t read(int fd, void *b, size_t n)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(read)(fd, b, n);
-	return accel_recv(e, b, n, 0);
+	ACCEL_OR_REAL(read)(fd, b, n);
+	return accel_recv(c, b, n, 0);
 }
 
 SHUNT_EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t size)
@@ -48,19 +64,15 @@ SHUNT_EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t size)
 
 SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(readv)(fd, v, n);
+	ACCEL_OR_REAL(readv)(fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return e->conn->ops->recvmsg(e->conn, &m, nb(e, 0));
+	return done(c, c->ops->recvmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(recv)(fd, b, n, flags);
-	return accel_recv(e, b, n, flags);
+	ACCEL_OR_REAL(recv)(fd, b, n, flags);
+	return accel_recv(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t size, int flags)
@@ -73,16 +85,14 @@ SHUNT_EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t size, int flag
 SHUNT_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags,
 			      struct sockaddr *sa, socklen_t *len)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(recvfrom)(fd, b, n, flags, sa, len);
+	ACCEL_OR_REAL(recvfrom)(fd, b, n, flags, sa, len);
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_name = sa, .msg_namelen = len ? *len : 0,
 			   .msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = e->conn->ops->recvmsg(e->conn, &m, nb(e, flags));
+	ssize_t r = c->ops->recvmsg(c, &m, nb(c, flags));
 	if (r >= 0 && sa && len)
 		*len = m.msg_namelen;
-	return r;
+	return done(c, r);
 }
 
 SHUNT_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t size, int flags,
@@ -95,89 +105,73 @@ SHUNT_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t size, int 
 
 SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(recvmsg)(fd, m, flags);
-	return e->conn->ops->recvmsg(e->conn, m, nb(e, flags));
+	ACCEL_OR_REAL(recvmsg)(fd, m, flags);
+	return done(c, c->ops->recvmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 			  struct timespec *t)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(recvmmsg)(fd, v, n, flags, t);
+	ACCEL_OR_REAL(recvmmsg)(fd, v, n, flags, t);
 	/* On a stream each message is one recvmsg; only the first may block,
 	 * as with MSG_WAITFORONE. */
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		ssize_t r = e->conn->ops->recvmsg(e->conn, &v[i].msg_hdr,
-						  i ? flags | MSG_DONTWAIT : nb(e, flags));
+		ssize_t r = c->ops->recvmsg(c, &v[i].msg_hdr,
+					    i ? flags | MSG_DONTWAIT : nb(c, flags));
 		if (r < 0)
-			return i ? (int)i : -1;
+			return (int)done(c, i ? (int)i : -1);
 		v[i].msg_len = (unsigned)r;
 		if (r == 0)
-			return (int)i + 1;
+			return (int)done(c, (int)i + 1);
 	}
-	return (int)i;
+	return (int)done(c, (int)i);
 }
 
 SHUNT_EXPORT ssize_t write(int fd, const void *b, size_t n)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(write)(fd, b, n);
-	return accel_send(e, b, n, 0);
+	ACCEL_OR_REAL(write)(fd, b, n);
+	return accel_send(c, b, n, 0);
 }
 
 SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(writev)(fd, v, n);
+	ACCEL_OR_REAL(writev)(fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return e->conn->ops->sendmsg(e->conn, &m, nb(e, 0));
+	return done(c, c->ops->sendmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(send)(fd, b, n, flags);
-	return accel_send(e, b, n, flags);
+	ACCEL_OR_REAL(send)(fd, b, n, flags);
+	return accel_send(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags,
 			    const struct sockaddr *sa, socklen_t len)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(sendto)(fd, b, n, flags, sa, len);
+	ACCEL_OR_REAL(sendto)(fd, b, n, flags, sa, len);
 	/* A connected TCP socket ignores the address, as the kernel does. */
-	return accel_send(e, b, n, flags);
+	return accel_send(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(sendmsg)(fd, m, flags);
-	return e->conn->ops->sendmsg(e->conn, m, nb(e, flags));
+	ACCEL_OR_REAL(sendmsg)(fd, m, flags);
+	return done(c, c->ops->sendmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (likely(!e))
-		return REAL(sendmmsg)(fd, v, n, flags);
+	ACCEL_OR_REAL(sendmmsg)(fd, v, n, flags);
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		ssize_t r = e->conn->ops->sendmsg(e->conn, &v[i].msg_hdr, nb(e, flags));
+		ssize_t r = c->ops->sendmsg(c, &v[i].msg_hdr, nb(c, flags));
 		if (r < 0)
-			return i ? (int)i : -1;
+			return (int)done(c, i ? (int)i : -1);
 		v[i].msg_len = (unsigned)r;
 	}
-	return (int)i;
+	return (int)done(c, (int)i);
 }
 
 /* sendfile and splice move bytes inside the kernel; an accelerated

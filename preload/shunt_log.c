@@ -7,32 +7,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "shunt_fdtab.h"
 #include "shunt_real.h"
+#include "shunt_ownfd.h"
 
 static int log_fd = -1;
 static pid_t log_pid;
 
 static const char *level_name[] = {"error", "warn", "info", "debug"};
-
-/* Keep the log file out of the low fd numbers: some daemons assume that the
- * next open() after closing stdio returns 0, 1 and 2. */
-static int move_high(int fd)
-{
-	struct rlimit rl;
-	int floor = 100;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur <= 2 * (rlim_t)floor)
-		return fd;
-	int nfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)(long)floor);
-	if (nfd < 0)
-		return fd;
-	REAL(close)(fd);
-	return nfd;
-}
 
 static int open_log(const char *pattern, pid_t pid)
 {
@@ -54,7 +39,9 @@ static int open_log(const char *pattern, pid_t pid)
 	}
 	path[o] = 0;
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	return fd < 0 ? -1 : move_high(fd);
+	/* Out of the low numbers (some daemons expect open() to return 0-2
+	 * after closing stdio) and out of the application's reach. */
+	return shunt_fd_own(fd, NULL);
 }
 
 /* stderr is only written when it is not a socket (an inetd-style server has
@@ -82,12 +69,16 @@ static int target(void)
 		return stderr_usable() ? 2 : -1;
 	if (!__atomic_compare_exchange_n(&log_fd, &fd, nfd, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		REAL(close)(nfd);
+		shunt_fd_release(nfd);
 		return fd;
 	}
+	/* Should the application dup2 onto it, shunt moves it and says here. */
+	struct shunt_fd *e = shunt_fd_peek(nfd);
+	if (e)
+		e->owner = &log_fd;
 	/* A child after fork: the inherited fd is the parent's file. */
 	if (fd >= 0)
-		REAL(close)(fd);
+		shunt_fd_release(fd);
 	__atomic_store_n(&log_pid, pid, __ATOMIC_RELAXED);
 	return nfd;
 }
@@ -119,19 +110,6 @@ void shunt_log(enum shunt_log_level lvl, const char *fmt, ...)
 	}
 	SHUNT_GUARD_LEAVE();
 	errno = saved;
-}
-
-void shunt_log_fd_gone(int fd)
-{
-	int cur = fd;
-	if (unlikely(fd >= 0 && __atomic_load_n(&log_fd, __ATOMIC_RELAXED) == fd))
-		__atomic_compare_exchange_n(&log_fd, &cur, -1, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_RELAXED);
-}
-
-int shunt_log_fd(void)
-{
-	return __atomic_load_n(&log_fd, __ATOMIC_RELAXED);
 }
 
 void shunt_format_addr(const struct sockaddr *sa, socklen_t len, char *buf,

@@ -23,13 +23,6 @@ static inline int shunt_log_on(enum shunt_log_level lvl)
 #define SHUNT_INFO(...) SHUNT_LOG(SHUNT_LOG_INFO, __VA_ARGS__)
 #define SHUNT_WARN(...) SHUNT_LOG(SHUNT_LOG_WARN, __VA_ARGS__)
 
-/* The application is closing fd (or dup2-ing over it): if it is the log
- * file, forget it; the next line reopens one. */
-void shunt_log_fd_gone(int fd);
-
-/* The log file's fd, or -1. */
-int shunt_log_fd(void);
-
 /* "1.2.3.4:80" / "[::1]:80" / "?" */
 void shunt_format_addr(const struct sockaddr *sa, socklen_t len, char *buf,
 		       size_t size);

@@ -89,7 +89,7 @@ SHUNT_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	int rc = REAL(connect)(fd, sa, len);
 	int saved = errno;
 	if (rc == 0 || errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
-		shunt_conn_log_decision(fd, e, sa, len);
+		shunt_conn_decided(fd, e, sa, len);
 	} else {
 		/* Refused, unreachable...: the socket is unconnected again and
 		 * may be connected anew, so the decision is undone. */
@@ -148,8 +148,10 @@ SHUNT_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 SHUNT_EXPORT int shutdown(int fd, int how)
 {
 	struct shunt_fd *e = shunt_fd_accel(fd);
-	if (e && e->conn->ops->shutdown) {
-		int rc = e->conn->ops->shutdown(e->conn, how);
+	struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+	if (c) {
+		int rc = c->ops->shutdown(c, how);
+		shunt_conn_put(c);
 		if (rc < 0)
 			return rc;
 	}

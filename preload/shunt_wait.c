@@ -63,10 +63,11 @@ static int accel_scan(struct pollfd *p, nfds_t n, int *naccel)
 	*naccel = 0;
 	for (nfds_t i = 0; i < n; i++) {
 		struct shunt_fd *e = shunt_fd_accel(p[i].fd);
-		if (!e)
+		struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+		if (!c)
 			continue;
-		struct shunt_conn *c = e->conn;
 		short r = c->ops->poll(c, (short)(p[i].events | POLLRDHUP));
+		shunt_conn_put(c);
 		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
 			continue; /* just handed to the kernel path */
 		(*naccel)++;
@@ -180,9 +181,9 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 		int na = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			struct shunt_fd *e = shunt_fd_accel(p[i].fd);
-			if (!e || na == naccel)
+			struct shunt_conn *c;
+			if (!e || na == naccel || !(c = shunt_conn_get(e)))
 				continue;
-			struct shunt_conn *c = e->conn;
 			short ev = (short)(p[i].events | POLLRDHUP);
 			a[na] = (struct armed){c, ev, (int)nk, 0};
 			a[na].m = c->ops->arm(c, ev, &k[nk], &ms);
@@ -194,8 +195,10 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			again = a[j].c->ops->poll(a[j].c, a[j].events) != 0;
 		kr = again ? 0 : REAL(ppoll)(k, (nfds_t)nk, ms_to_ts(ms, &ts), mask);
 		int err = errno;
-		for (int j = 0; j < na; j++)
+		for (int j = 0; j < na; j++) {
 			a[j].c->ops->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
+			shunt_conn_put(a[j].c);
+		}
 		if (kr < 0) {
 			errno = err;
 			rc = -1; /* EINTR: poll is never restarted */

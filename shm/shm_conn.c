@@ -15,125 +15,26 @@
  *                      client sends its unread ring bytes over TCP.
  * No byte of this goes over the TCP connection. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "preload/shunt_log.h"
+#include "preload/shunt_ownfd.h"
 #include "preload/shunt_real.h"
 #include "shm_internal.h"
 
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
-#ifndef RAMFS_MAGIC
-#define RAMFS_MAGIC 0x858458f6
-#endif
-
-/* ---- rundir --------------------------------------------------------------- */
-
-static char rundir[SHM_PATH_MAX];
-static int rundir_state; /* 0 unknown, 1 ok, -1 unusable */
-
-int shm_fd_high(int fd)
-{
-	struct rlimit rl;
-	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur <= 200)
-		return fd;
-	int nfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)100L);
-	if (nfd < 0)
-		return fd;
-	REAL(close)(fd);
-	return nfd;
-}
-
-/* A directory of ours: owned by this uid and not writable by others, so no
- * other user can plant offers or registry entries in it. */
-static int own_dir(const char *path, mode_t mode)
-{
-	if (mkdir(path, mode) < 0 && errno != EEXIST)
-		return -1;
-	struct stat st;
-	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return -1;
-	if (st.st_uid != geteuid() || (st.st_mode & 002))
-		return -1;
-	return 0;
-}
-
-static int try_rundir(const char *dir)
-{
-	char sub[SHM_PATH_MAX + 4];
-	/* <dir>/o/<16 hex>.cw must fit a Unix socket path (108 bytes). */
-	if (strlen(dir) > SHM_RUNDIR_MAX || own_dir(dir, 0700) < 0)
-		return -1;
-	snprintf(sub, sizeof sub, "%s/l", dir);
-	if (own_dir(sub, 0700) < 0)
-		return -1;
-	snprintf(sub, sizeof sub, "%s/o", dir);
-	if (own_dir(sub, 0700) < 0)
-		return -1;
-	snprintf(rundir, sizeof rundir, "%s", dir);
-	return 0;
-}
-
-static int memory_backed(const char *dir)
-{
-	struct statfs fs;
-	return statfs(dir, &fs) == 0 &&
-	       ((unsigned long)fs.f_type == TMPFS_MAGIC || (unsigned long)fs.f_type == RAMFS_MAGIC);
-}
-
-/* Rings live in files of the rundir, so it must be memory-backed: a ring
- * on disk would be written back to it.  /run/shunt is the brief's default;
- * where /run is not tmpfs (some containers and VMs), /dev/shm is. */
-const char *shm_rundir(void)
-{
-	int st = __atomic_load_n(&rundir_state, __ATOMIC_ACQUIRE);
-	if (st)
-		return st > 0 ? rundir : NULL;
-	const struct shunt_config *cfg = shunt_config();
-	char buf[SHM_PATH_MAX];
-	int ok = -1;
-	SHUNT_GUARD_ENTER();
-	if (cfg->rundir[0]) {
-		ok = try_rundir(cfg->rundir);
-		if (ok < 0)
-			shunt_log(SHUNT_LOG_WARN,
-				  "rundir %s is not usable (longer than 80 bytes, not ours, or writable by others); shm is off",
-				  cfg->rundir);
-		else if (!memory_backed(rundir))
-			shunt_log(SHUNT_LOG_WARN,
-				  "rundir %s is not on tmpfs: ring pages will be written back to disk",
-				  rundir);
-	} else {
-		if (geteuid() == 0 && memory_backed("/run"))
-			ok = try_rundir("/run/shunt");
-		if (ok < 0) {
-			snprintf(buf, sizeof buf, "/dev/shm/shunt-%u", (unsigned)geteuid());
-			ok = try_rundir(buf);
-		}
-		if (ok < 0) {
-			snprintf(buf, sizeof buf, "/tmp/shunt-%u", (unsigned)geteuid());
-			ok = try_rundir(buf);
-		}
-	}
-	SHUNT_GUARD_LEAVE();
-	__atomic_store_n(&rundir_state, ok == 0 ? 1 : -1, __ATOMIC_RELEASE);
-	return ok == 0 ? rundir : NULL;
-}
 
 static int path_of(char *buf, size_t len, const char *key, const char *suffix)
 {
-	int n = snprintf(buf, len, "%s/o/%s%s", rundir, key, suffix);
+	int n = snprintf(buf, len, "%s/o/%s%s", shunt_rundir(), key, suffix);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -150,14 +51,22 @@ static int wake_sender(void)
 	int fd = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
 	if (fd >= 0 && __atomic_load_n(&sender_pid, __ATOMIC_RELAXED) == pid)
 		return fd;
-	int nfd = shm_fd_high(REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	int nfd = shunt_fd_own(REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+			       NULL);
 	if (nfd < 0)
 		return -1;
 	if (!__atomic_compare_exchange_n(&sender, &fd, nfd, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		REAL(close)(nfd);
+		shunt_fd_release(nfd);
 		return fd;
 	}
+	struct shunt_fd *e = shunt_fd_peek(nfd);
+	if (e)
+		e->owner = &sender;
+	/* A child after fork: the inherited one is the parent's (harmless to
+	 * share, but it would never be closed). */
+	if (fd >= 0)
+		shunt_fd_release(fd);
 	__atomic_store_n(&sender_pid, pid, __ATOMIC_RELAXED);
 	return nfd;
 }
@@ -216,11 +125,16 @@ static int bind_one(struct shm_conn *c, int role)
 		REAL(close)(fd);
 		return -1;
 	}
-	fd = shm_fd_high(fd);
+	fd = shunt_fd_own(fd, NULL);
 	int none = -1;
 	if (!__atomic_compare_exchange_n(&c->wake[role], &none, fd, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		REAL(close)(fd); /* another thread bound it first */
+					 __ATOMIC_ACQUIRE)) {
+		shunt_fd_release(fd); /* another thread bound it first */
+		return 0;
+	}
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (e)
+		e->owner = &c->wake[role];
 	return 0;
 }
 
@@ -254,9 +168,40 @@ static int bind_wake(struct shm_conn *c)
 
 /* ---- objects -------------------------------------------------------------- */
 
+/* Connection objects are recycled, never freed: a racing shunt_conn_get()
+ * may read one after it died (see shunt_conn.h).  Pushes are lock-free (a
+ * last put may run in any thread); pops take a mutex, which makes the
+ * Treiber pop safe from ABA (a listed object can only be popped by us). */
+static struct shm_conn *pool;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct shm_conn *pool_get(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	struct shm_conn *c = __atomic_load_n(&pool, __ATOMIC_ACQUIRE);
+	while (c && !__atomic_compare_exchange_n(&pool, &c, c->next_free, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+		;
+	pthread_mutex_unlock(&pool_mu);
+	if (!c)
+		return calloc(1, sizeof *c);
+	/* refs stays 0 until the connection is settled. */
+	memset((char *)c + sizeof c->base.ops, 0, sizeof *c - sizeof c->base.ops);
+	return c;
+}
+
+static void pool_put(struct shm_conn *c)
+{
+	struct shm_conn *head = __atomic_load_n(&pool, __ATOMIC_RELAXED);
+	do
+		c->next_free = head;
+	while (!__atomic_compare_exchange_n(&pool, &head, c, 1, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+}
+
 static struct shm_conn *conn_new(struct shm_hdr *h, size_t len, int side)
 {
-	struct shm_conn *c = calloc(1, sizeof *c);
+	struct shm_conn *c = pool_get();
 	if (!c)
 		return NULL;
 	c->base.ops = &shm_ops;
@@ -281,7 +226,7 @@ static void conn_free(struct shm_conn *c)
 	for (int role = 0; role < 2; role++) {
 		if (c->wake[role] < 0)
 			continue;
-		REAL(close)(c->wake[role]);
+		shunt_fd_release(c->wake[role]);
 		/* After fork another process may still wait on this name. */
 		struct sockaddr_un a;
 		socklen_t len;
@@ -290,7 +235,8 @@ static void conn_free(struct shm_conn *c)
 	}
 	if (c->hdr)
 		munmap(c->hdr, c->map_len);
-	free(c);
+	c->hdr = NULL;
+	pool_put(c);
 }
 
 uint64_t shm_now_ms(void)
@@ -305,21 +251,26 @@ uint64_t shm_now_ms(void)
 static void shm_listen_close(struct shunt_conn *base)
 {
 	struct shm_listen *l = (struct shm_listen *)base;
-	const char *rd = shm_rundir();
+	const char *rd = shunt_rundir();
 	if (rd)
 		shm_registry_remove(rd, &l->reg);
-	free(l);
+}
+
+static void shm_listen_free(struct shunt_conn *base)
+{
+	free(base);
 }
 
 const struct shunt_transport_ops shm_listen_ops = {
 	.name = "shm",
 	.id = SHUNT_TP_SHM,
 	.close = shm_listen_close,
+	.free = shm_listen_free,
 };
 
 static void shm_on_listen(int fd, struct shunt_fd *e)
 {
-	const char *rd = shm_rundir();
+	const char *rd = shunt_rundir();
 	if (!rd || e->conn)
 		return;
 	struct shm_listen *l = calloc(1, sizeof *l);
@@ -334,6 +285,7 @@ static void shm_on_listen(int fd, struct shunt_fd *e)
 	}
 	l->base.ops = &shm_listen_ops;
 	l->base.refs = 1;
+	l->base.fds = 1;
 	l->base.fd = fd;
 	e->conn = &l->base;
 	SHUNT_DEBUG("listen fd=%d registered for shm (%d names)", fd, l->reg.nlocks);
@@ -417,7 +369,7 @@ static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t dlen)
 {
-	const char *rd = shm_rundir();
+	const char *rd = shunt_rundir();
 	if (!rd)
 		return SHUNT_R_RING_ALLOC;
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
@@ -530,7 +482,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 {
 	(void)lfd;
 	(void)plen;
-	const char *rd = shm_rundir();
+	const char *rd = shunt_rundir();
 	if (!rd)
 		return SHUNT_R_RING_ALLOC;
 	struct shm_tuple t;
@@ -585,6 +537,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	}
 	h->pid[SHM_SERVER] = getpid();
 	h->uid[SHM_SERVER] = geteuid();
+	c->committed = 1;
 	unlink(path);
 	shm_wake_peer(c);
 	e->conn = &c->base;
@@ -607,7 +560,7 @@ out:
 static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 {
 	(void)plen;
-	const char *rd = shm_rundir();
+	const char *rd = shunt_rundir();
 	struct shm_tuple t;
 	char key[96];
 	size_t len;
@@ -700,7 +653,8 @@ int shm_switch(struct shm_conn *c)
 static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
-	(void)why;
+	if (!c->why)
+		c->why = why;
 	SHUNT_GUARD_ENTER();
 	shm_lock(&c->tx.ctl->wlock);
 	shm_lock(&c->rx.ctl->rlock);
@@ -725,6 +679,8 @@ static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 
 void shm_give_up(struct shm_conn *c)
 {
+	if (!c->why)
+		c->why = SHUNT_R_OFFER_TIMEOUT;
 	shm_demote(&c->base, SHUNT_R_OFFER_TIMEOUT);
 }
 
@@ -756,7 +712,16 @@ static void shm_close(struct shunt_conn *base)
 		shunt_log(SHUNT_LOG_DEBUG, "shm close fd=%d bytes_in=%llu bytes_out=%llu",
 			  c->base.fd, (unsigned long long)c->bytes_in,
 			  (unsigned long long)c->bytes_out);
-	conn_free(c);
+	/* The number is about to be closed: a call still in flight in
+	 * another thread must not touch it (it may be reused). */
+	__atomic_store_n(&c->base.fd, -1, __ATOMIC_RELEASE);
+	SHUNT_GUARD_LEAVE();
+}
+
+static void shm_free(struct shunt_conn *base)
+{
+	SHUNT_GUARD_ENTER();
+	conn_free((struct shm_conn *)base);
 	SHUNT_GUARD_LEAVE();
 }
 
@@ -768,6 +733,7 @@ const struct shunt_transport_ops shm_ops = {
 	.accept = shm_accept,
 	.decline = shm_decline,
 	.close = shm_close,
+	.free = shm_free,
 	.demote = shm_demote,
 	.fork = shm_fork,
 	.recvmsg = shm_recvmsg,

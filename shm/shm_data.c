@@ -68,7 +68,10 @@ static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
 static int tcp_peek(struct shm_conn *c)
 {
 	char b;
-	ssize_t r = REAL(recv)(c->base.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return -2; /* closed in another thread: the rings still work */
+	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (r > 0)
 		return 1;
 	if (r == 0) {
@@ -86,9 +89,13 @@ static int moved_on(struct shm_conn *c)
 {
 	uint32_t st = state_of(c);
 	if (st >= SHM_DEMOTING) {
+		if (!c->why)
+			c->why = c->committed ? SHUNT_R_PEER_DEMOTED : SHUNT_R_DECLINED;
 		shm_switch(c);
 		return 1;
 	}
+	if (st == SHM_COMMITTED)
+		c->committed = 1;
 	if (st == SHM_OFFERED && c->side == SHM_CLIENT) {
 		/* A server without shunt answers on TCP (or closes); one that
 		 * never answers costs offer_timeout_ms. */
@@ -145,6 +152,11 @@ static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
 {
 	struct spin_arg a = {c, ev};
 	shunt_spin_accel(spin_ready, &a);
+	if (spin_ready(&a)) {
+		SHUNT_STAT_ADD(&c->base, spin_hits, 1);
+		return 0;
+	}
+	SHUNT_STAT_ADD(&c->base, sleeps, 1);
 	for (;;) {
 		struct pollfd p[3];
 		int timeout = -1;
@@ -192,7 +204,7 @@ static int drained(struct shm_conn *c)
 	if (c->rx_ring_first && shm_ring_used(&c->rx) == 0)
 		c->rx_ring_first = 0;
 	if (!c->rx_ring_first)
-		shunt_conn_finish(&c->base, SHUNT_R_NONE);
+		shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
 	return !c->rx_ring_first;
 }
 
@@ -233,6 +245,8 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			done += n;
 			if (!peek) {
 				c->bytes_in += n;
+				SHUNT_STAT_ADD(&c->base, bytes_in, n);
+				SHUNT_STAT_ADD(&c->base, calls_in, 1);
 				wake_if(c, &c->rx.ctl->writer_waiting, SHM_WAKE_TX);
 			}
 			if (!all || done == total)
@@ -355,6 +369,8 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (n) {
 			done += n;
 			c->bytes_out += n;
+			SHUNT_STAT_ADD(&c->base, bytes_out, n);
+			SHUNT_STAT_ADD(&c->base, calls_out, 1);
 			wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
 			if (done == total)
 				return (ssize_t)done;

@@ -6,11 +6,11 @@
 #include <sys/un.h>
 
 #include "preload/shunt_conn.h"
+#include "preload/shunt_rundir.h"
 #include "shm_proto.h"
 #include "shm_registry.h"
 
-#define SHM_PATH_MAX 256
-#define SHM_RUNDIR_MAX 80
+#define SHM_PATH_MAX SHUNT_PATH_MAX
 
 /* An accelerated connection, one end's private view. */
 struct shm_conn {
@@ -28,6 +28,8 @@ struct shm_conn {
 	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
 	int switched;             /* this end now moves bytes over TCP */
+	int why;                  /* enum shunt_reason for switching */
+	int committed;            /* the state was seen COMMITTED */
 	int rx_ring_first;        /* after switching: drain the rx ring first */
 	int forked;               /* shared with a child: keep the wake name */
 	int tcp_hint;             /* the socket was seen readable: FIN, RST or
@@ -37,6 +39,7 @@ struct shm_conn {
 	uint64_t offer_deadline;  /* client, OFFERED: give up at (ms) */
 	uint64_t bytes_in, bytes_out;
 	char key[96];
+	struct shm_conn *next_free; /* in the recycling pool */
 };
 
 /* A listening socket's registration. */
@@ -48,12 +51,6 @@ struct shm_listen {
 extern const struct shunt_transport_ops shm_ops;
 extern const struct shunt_transport_ops shm_listen_ops;
 
-/* <rundir>, resolved once: configured, else /run/shunt on tmpfs, else
- * /dev/shm/shunt-$UID, else /tmp/shunt-$UID.  NULL if none is usable. */
-const char *shm_rundir(void);
-
-/* Move an internal fd above the numbers applications expect to get. */
-int shm_fd_high(int fd);
 
 enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 

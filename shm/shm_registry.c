@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "preload/shunt_ownfd.h"
 #include "preload/shunt_real.h"
 #include "shm_internal.h"
 
@@ -91,7 +92,7 @@ static int entry_path(char *buf, size_t len, const char *rundir, const char *nam
 /* Open (creating) and share-lock one entry.  Retries when a client removed
  * the file between our open and our lock, so a live listener never holds a
  * lock on an unlinked entry. */
-static int hold(const char *rundir, const char *name)
+static int hold(const char *rundir, const char *name, int *owner)
 {
 	char path[SHM_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
@@ -103,7 +104,7 @@ static int hold(const char *rundir, const char *name)
 		struct stat a, b;
 		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 &&
 		    stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-			return shm_fd_high(fd);
+			return shunt_fd_own(fd, owner);
 		REAL(close)(fd);
 	}
 	return -1;
@@ -119,9 +120,8 @@ static void add(const char *rundir, struct shm_listener *l, const uint8_t a[16],
 	for (int i = 0; i < l->nlocks; i++)
 		if (!strcmp(l->names[i], name))
 			return;
-	int fd = hold(rundir, name);
-	if (fd >= 0)
-		l->locks[l->nlocks++] = fd;
+	if (hold(rundir, name, &l->locks[l->nlocks]) >= 0)
+		l->nlocks++;
 }
 
 int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
@@ -170,7 +170,7 @@ void shm_registry_remove(const char *rundir, struct shm_listener *l)
 			if (!entry_path(path, sizeof path, rundir, l->names[i]))
 				unlink(path);
 		}
-		REAL(close)(l->locks[i]);
+		shunt_fd_release(l->locks[i]);
 	}
 	l->nlocks = 0;
 }

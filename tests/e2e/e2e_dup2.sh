@@ -27,5 +27,5 @@ assert_log_has 'dup2_socket: debug: close fd=100 transport=' 1
 high=$(sed -n 's/^dup2_socket: high fd \([0-9]*\)$/\1/p' "$PDIR/err")
 [[ -n "$high" ]] || die "dup2_socket did not print its high fd"
 assert_log_has "dup2_socket: debug: close fd=$high transport=" 2
-assert_log_has "dup2_socket: debug: close fd=$((high + 1000)) transport=kernel" 1
+assert_log_has "dup2_socket: debug: close fd=$((high + 1000)) transport=$TRANSPORT_RE" 1
 pass

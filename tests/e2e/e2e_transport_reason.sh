@@ -70,9 +70,15 @@ SHUNT_CONF=$PDIR/shunt.conf
 echo_pair 127.0.0.1
 check_logs
 assert_log_count "$(conn_re echo_server server kernel rule-kernel)" 2
-assert_log_count "$(conn_re echo_client client kernel '[a-z-]+')" 2
+# A client decides before the server does: it offers shm (or stays on the
+# kernel path when no shunt listener is registered), and one that offered
+# moves to TCP when the server declines.
+n_kernel=$(log_count "$(conn_re echo_client client kernel '[a-z-]+')")
+n_offer=$(log_count "$(conn_re echo_client client shm '')")
+n_moved=$(log_count '^shunt\[[0-9]+\] echo_client: info: moved fd=[0-9]+ from=shm transport=kernel reason=declined$')
+[[ $((n_kernel + n_offer)) -eq 2 && $n_moved -eq $n_offer ]] ||
+	die "clients: $n_kernel on the kernel path, $n_offer offered shm, $n_moved declined (want 2 in all, every offer declined)"
 assert_log_lacks 'role=client .* reason=rule-kernel$'
-assert_conn_pairs 2
 
 phase rules-port
 port=$(free_port)
