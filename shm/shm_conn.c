@@ -45,7 +45,7 @@ static int path_of(char *buf, size_t len, const char *key, const char *suffix)
 static int sender = -1;
 static pid_t sender_pid;
 
-static int wake_sender(void)
+int shm_wake_sender(void)
 {
 	pid_t pid = getpid();
 	int fd = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
@@ -95,7 +95,7 @@ void shm_wake_role(struct shm_conn *c, int role)
 	if (c->hdr &&
 	    __atomic_exchange_n(&c->hdr->wake_pending[!c->side][role], 1, __ATOMIC_ACQ_REL))
 		return;
-	int s = wake_sender();
+	int s = shm_wake_sender();
 	if (s < 0)
 		return;
 	char b = 0;
@@ -273,6 +273,7 @@ static void shm_on_listen(int fd, struct shunt_fd *e)
 	const char *rd = shunt_rundir();
 	if (!rd || e->conn)
 		return;
+	shm_sweep();
 	struct shm_listen *l = calloc(1, sizeof *l);
 	if (!l)
 		return;
@@ -380,6 +381,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	struct shm_conn *c = NULL;
 	if (!shm_registry_lookup(rd, dst))
 		goto out;
+	shm_sweep();
 	why = SHUNT_R_RING_ALLOC;
 	if (fix_local(fd, dst, dlen, &local) < 0 ||
 	    shm_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
@@ -516,7 +518,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	}
 	/* The client's wake socket proves it is alive: an offer left by a
 	 * dead process, for a 4-tuple now reused, must not be taken. */
-	int s = wake_sender();
+	int s = shm_wake_sender();
 	char b = 0;
 	if (s < 0 || REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
 				  (struct sockaddr *)&c->peer[SHM_WAKE_RX],

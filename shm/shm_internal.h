@@ -58,6 +58,11 @@ enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 void shm_wake_role(struct shm_conn *c, int role);
 /* Wake every waiter of the peer: the state moved. */
 void shm_wake_peer(struct shm_conn *c);
+/* The process's socket for sending wakeups. */
+int shm_wake_sender(void);
+/* Remove what dead processes left in <rundir>/o (once per process). */
+void shm_sweep(void);
+
 /* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
 int shm_wake_fd(struct shm_conn *c, int role);
 

@@ -1,0 +1,675 @@
+/* shunt-tcpbench: a plain TCP ping-pong / stream benchmark.
+ *
+ *   shunt-tcpbench server --port P [--bind ADDR] [--once]
+ *   shunt-tcpbench client --host H --port P --mode pingpong|stream|connect
+ *                         --size BYTES (--duration SEC | --iters N) [--warmup N]
+ *
+ * Ordinary blocking sockets and read/write/recv/send, so that under
+ * LD_PRELOAD=libshunt.so every data call goes through the interposed libc
+ * functions.  The server handles connections one after the other (no fork,
+ * no threads); it prints "listening PORT" on stdout once it accepts
+ * connections (--port 0 picks a free port).
+ *
+ * Wire protocol (the benchmark's own, not shunt's): the client sends a
+ * 16-byte header {magic, mode, size, 0} in network order.
+ *   pingpong: the client sends SIZE bytes, the server echoes them; repeated.
+ *             The client stamps a sequence number into each message and
+ *             checks the echo.  TCP_NODELAY on both ends.
+ *   stream:   the client writes SIZE-byte buffers until done, then shuts
+ *             down its sending side; the server counts what it read and
+ *             answers with the 8-byte count, so the reported figure is what
+ *             arrived.  The time runs from the first write to the count.
+ *
+ * Output, one machine-readable line on stdout:
+ *   pingpong size=64 iters=N p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=...
+ *   stream size=65536 bytes=... seconds=... gbps=... MBps=...
+ * Exit status: 0 ok, 1 error, 2 usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#define PROG "shunt-tcpbench"
+#define MAGIC 0x53544231u          /* "STB1" */
+#define MODE_PINGPONG 1u
+#define MODE_STREAM 2u
+#define MAX_SIZE (64u << 20)
+#define MIN_STREAM_BUF (256u << 10)
+
+struct hdr {
+	uint32_t magic, mode, size, reserved;
+};
+
+__attribute__((format(printf, 1, 2)))
+static void err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, PROG ": ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- I/O helpers: full transfers, EINTR retried ------------------------ */
+
+/* Read exactly len bytes.  Returns len, 0 on EOF before the first byte,
+ * -1 on error or EOF in the middle (errno = EPIPE then). */
+static ssize_t read_full(int fd, void *buf, size_t len, int use_recv)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = use_recv ? recv(fd, (char *)buf + got, len - got, 0)
+				     : read(fd, (char *)buf + got, len - got);
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n == 0) {
+			if (got == 0)
+				return 0;
+			errno = EPIPE;
+			return -1;
+		} else if (errno != EINTR) {
+			return -1;
+		}
+	}
+	return (ssize_t)got;
+}
+
+static int write_full(int fd, const void *buf, size_t len, int use_send)
+{
+	size_t put = 0;
+	while (put < len) {
+		ssize_t n = use_send ? send(fd, (const char *)buf + put, len - put, 0)
+				     : write(fd, (const char *)buf + put, len - put);
+		if (n > 0)
+			put += (size_t)n;
+		else if (n < 0 && errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+static void set_nodelay(int fd)
+{
+	int one = 1;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+		err("TCP_NODELAY: %s", strerror(errno));
+}
+
+/* ---- argument parsing --------------------------------------------------- */
+
+static int parse_u64(const char *s, uint64_t *out, int suffixes)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	if (suffixes && *end) {
+		unsigned shift = 0;
+		switch (*end) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		default: return -1;
+		}
+		end++;
+		if (*end == 'i' || *end == 'B')   /* KiB, KB, k */
+			end++;
+		if (*end == 'B')
+			end++;
+		if (v > (UINT64_MAX >> shift))
+			return -1;
+		v <<= shift;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+static int serve_pingpong(int fd, uint32_t size)
+{
+	char *buf = malloc(size);
+	if (!buf) {
+		err("out of memory");
+		return -1;
+	}
+	set_nodelay(fd);
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read_full(fd, buf, size, 0);
+		if (n == 0)
+			break;
+		if (n < 0 || write_full(fd, buf, size, 0) != 0) {
+			err("server: pingpong: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+static int serve_stream(int fd, uint32_t size)
+{
+	size_t cap = size < MIN_STREAM_BUF ? MIN_STREAM_BUF : size;
+	char *buf = malloc(cap);
+	if (!buf) {
+		err("out of memory");
+		return -1;
+	}
+	uint64_t total = 0;
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, cap);
+		if (n > 0) {
+			total += (uint64_t)n;
+		} else if (n == 0) {
+			break;
+		} else if (errno != EINTR) {
+			err("server: stream read: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+	}
+	free(buf);
+	if (rc == 0) {
+		uint32_t be[2] = { htonl((uint32_t)(total >> 32)),
+				   htonl((uint32_t)total) };
+		if (write_full(fd, be, sizeof(be), 1) != 0) {
+			err("server: stream reply: %s", strerror(errno));
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
+static int serve_one(int fd)
+{
+	struct hdr h;
+	ssize_t n = read_full(fd, &h, sizeof(h), 1);
+	if (n == 0)
+		return 0;   /* a probe that connected and left */
+	if (n < 0) {
+		err("server: header: %s", strerror(errno));
+		return -1;
+	}
+	uint32_t mode = ntohl(h.mode), size = ntohl(h.size);
+	if (ntohl(h.magic) != MAGIC || size == 0 || size > MAX_SIZE ||
+	    (mode != MODE_PINGPONG && mode != MODE_STREAM)) {
+		err("server: bad header (not a " PROG " client?)");
+		return -1;
+	}
+	return mode == MODE_PINGPONG ? serve_pingpong(fd, size)
+				     : serve_stream(fd, size);
+}
+
+static int listen_on(const char *bind_addr, const char *port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res, *ai;
+	int gai = getaddrinfo(bind_addr, port, &hints, &res);
+	if (gai) {
+		err("server: %s:%s: %s", bind_addr ? bind_addr : "*", port,
+		    gai_strerror(gai));
+		return -1;
+	}
+	int fd = -1, saved = 0;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+		if (fd < 0) {
+			saved = errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, 16) == 0)
+			break;
+		saved = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		err("server: listen on %s:%s: %s", bind_addr ? bind_addr : "*",
+		    port, strerror(saved));
+	return fd;
+}
+
+static int server_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "port", required_argument, NULL, 'p' },
+		{ "bind", required_argument, NULL, 'b' },
+		{ "once", no_argument, NULL, '1' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *port = NULL, *bind_addr = NULL;
+	int once = 0, o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'p': port = optarg; break;
+		case 'b': bind_addr = optarg; break;
+		case '1': once = 1; break;
+		default: return 2;
+		}
+	}
+	uint64_t pv;
+	if (!port || parse_u64(port, &pv, 0) || pv > 65535 || optind != argc) {
+		err("usage: " PROG " server --port P [--bind ADDR] [--once]");
+		return 2;
+	}
+
+	int lfd = listen_on(bind_addr, port);
+	if (lfd < 0)
+		return 1;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	unsigned actual = (unsigned)pv;
+	if (getsockname(lfd, (struct sockaddr *)&ss, &sl) == 0)
+		actual = ntohs(ss.ss_family == AF_INET6
+			       ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			       : ((struct sockaddr_in *)&ss)->sin_port);
+	printf("listening %u\n", actual);
+	if (fflush(stdout) != 0) {
+		err("server: stdout: %s", strerror(errno));
+		return 1;
+	}
+
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			err("server: accept: %s", strerror(errno));
+			close(lfd);
+			return 1;
+		}
+		int rc = serve_one(fd);
+		close(fd);
+		if (once) {
+			close(lfd);
+			return rc ? 1 : 0;
+		}
+	}
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+static int connect_to(const char *host, const char *port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res, *ai;
+	int gai = getaddrinfo(host, port, &hints, &res);
+	if (gai) {
+		err("client: %s:%s: %s", host, port, gai_strerror(gai));
+		return -1;
+	}
+	int fd = -1, saved = 0;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+		if (fd < 0) {
+			saved = errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		saved = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		err("client: connect %s:%s: %s", host, port, strerror(saved));
+	return fd;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* nearest-rank percentile of sorted v[0..n) */
+static double pct_us(const uint32_t *v, size_t n, double p)
+{
+	size_t rank = (size_t)(p * (double)n + 0.999999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1] / 1000.0;
+}
+
+/* One round trip; 0 or -1.  The first 8 bytes carry seq. */
+static int round_trip(int fd, char *out, char *in, uint32_t size, uint64_t seq)
+{
+	size_t k = size < sizeof(seq) ? size : sizeof(seq);
+	memcpy(out, &seq, k);
+	if (write_full(fd, out, size, 1) != 0)
+		return -1;
+	ssize_t n = read_full(fd, in, size, 1);
+	if (n <= 0) {
+		if (n == 0)
+			errno = EPIPE;
+		return -1;
+	}
+	if (memcmp(in, out, k) != 0 ||
+	    memcmp(in + size - k, out + size - k, k) != 0) {
+		err("client: echo mismatch at message %" PRIu64, seq);
+		errno = EPROTO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Connection setup: iters times connect + one 64-byte round trip + close,
+ * the cost a short-lived client pays per connection. */
+static int client_connect(const char *host, const char *port, uint64_t iters)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	int gai = getaddrinfo(host, port, &hints, &ai);
+	if (gai) {
+		err("client: %s:%s: %s", host, port, gai_strerror(gai));
+		return -1;
+	}
+	uint32_t *lat = malloc(iters * sizeof(*lat));
+	char out[64], in[64];
+	struct hdr h = { htonl(MAGIC), htonl(MODE_PINGPONG), htonl(sizeof(out)), 0 };
+	int rc = 0;
+	uint64_t t_all = now_ns();
+	for (uint64_t i = 0; lat && i < iters; i++) {
+		uint64_t t0 = now_ns();
+		int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+		if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+		    write_full(fd, &h, sizeof(h), 1) != 0 ||
+		    round_trip(fd, out, in, sizeof(out), i) != 0) {
+			err("client: connection %" PRIu64 ": %s", i, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			rc = -1;
+			break;
+		}
+		close(fd);
+		uint64_t d = now_ns() - t0;
+		lat[i] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+	}
+	double secs = (double)(now_ns() - t_all) / 1e9;
+	if (!lat) {
+		err("out of memory");
+		rc = -1;
+	}
+	if (rc == 0) {
+		qsort(lat, iters, sizeof(*lat), cmp_u32);
+		printf("connect iters=%" PRIu64 " p50_us=%.3f p99_us=%.3f rate=%.0f\n", iters,
+		       pct_us(lat, iters, 0.50), pct_us(lat, iters, 0.99), (double)iters / secs);
+	}
+	free(lat);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+static int client_pingpong(int fd, uint32_t size, uint64_t iters,
+			   double duration, uint64_t warmup)
+{
+	set_nodelay(fd);
+	uint64_t cap = iters;
+	if (duration > 0) {
+		/* at most one round trip per microsecond: TCP is far slower */
+		double c = duration * 1e6;
+		cap = c > 1e9 ? 1000000000u : (uint64_t)c + 1;
+	}
+	char *out = malloc(size), *in = malloc(size);
+	uint32_t *rtt = malloc(cap * sizeof(*rtt));
+	if (!out || !in || !rtt) {
+		err("client: out of memory (%" PRIu64 " samples)", cap);
+		return -1;
+	}
+	memset(out, 0xa5, size);
+	memset(rtt, 0, cap * sizeof(*rtt));   /* fault the pages in now */
+
+	int rc = 0;
+	uint64_t seq = 0, n = 0;
+	for (uint64_t i = 0; i < warmup && rc == 0; i++)
+		rc = round_trip(fd, out, in, size, seq++);
+	uint64_t start = now_ns(), t0 = start,
+		 deadline = duration > 0 ? start + (uint64_t)(duration * 1e9) : 0;
+	while (rc == 0 && n < cap) {
+		rc = round_trip(fd, out, in, size, seq++);
+		uint64_t t1 = now_ns(), d = t1 - t0;
+		rtt[n++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+		if (deadline && t1 >= deadline)
+			break;
+		t0 = t1;
+	}
+	if (rc != 0) {
+		err("client: pingpong: %s", strerror(errno));
+	} else {
+		/* orderly close: the server sees EOF and closes too */
+		char c;
+		shutdown(fd, SHUT_WR);
+		while (recv(fd, &c, 1, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (rc == 0 && n > 0) {
+		double sum = 0;
+		for (uint64_t i = 0; i < n; i++)
+			sum += rtt[i];
+		qsort(rtt, n, sizeof(*rtt), cmp_u32);
+		printf("pingpong size=%u iters=%" PRIu64 " p50_us=%.3f p90_us=%.3f"
+		       " p99_us=%.3f p999_us=%.3f max_us=%.3f mean_us=%.3f\n",
+		       size, n, pct_us(rtt, n, 0.50), pct_us(rtt, n, 0.90),
+		       pct_us(rtt, n, 0.99), pct_us(rtt, n, 0.999),
+		       rtt[n - 1] / 1000.0, sum / (double)n / 1000.0);
+	}
+	free(out);
+	free(in);
+	free(rtt);
+	return rc;
+}
+
+static int client_stream(int fd, uint32_t size, uint64_t iters,
+			 double duration)
+{
+	char *buf = malloc(size);
+	if (!buf) {
+		err("client: out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < size; i++)
+		buf[i] = (char)(i * 131u + 7u);
+
+	uint64_t sent = 0, writes = 0;
+	uint64_t start = now_ns(),
+		 deadline = duration > 0 ? start + (uint64_t)(duration * 1e9) : 0;
+	int rc = 0;
+	for (;;) {
+		if (write_full(fd, buf, size, 0) != 0) {
+			err("client: stream write: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+		sent += size;
+		writes++;
+		if (deadline ? now_ns() >= deadline : writes >= iters)
+			break;
+	}
+	free(buf);
+	if (rc != 0)
+		return rc;
+	if (shutdown(fd, SHUT_WR) != 0) {
+		err("client: shutdown: %s", strerror(errno));
+		return -1;
+	}
+	uint32_t be[2];
+	ssize_t n = read_full(fd, be, sizeof(be), 1);
+	uint64_t end = now_ns();
+	if (n <= 0) {
+		err("client: stream: no byte count from the server: %s",
+		    n == 0 ? "connection closed" : strerror(errno));
+		return -1;
+	}
+	uint64_t got = (uint64_t)ntohl(be[0]) << 32 | ntohl(be[1]);
+	if (got != sent) {
+		err("client: stream: sent %" PRIu64 " bytes, server received %" PRIu64,
+		    sent, got);
+		return -1;
+	}
+	double secs = (double)(end - start) / 1e9;
+	printf("stream size=%u bytes=%" PRIu64 " seconds=%.6f gbps=%.4f MBps=%.2f\n",
+	       size, got, secs, (double)got * 8 / 1e9 / secs,
+	       (double)got / 1e6 / secs);
+	return 0;
+}
+
+static int client_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, 'h' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "size", required_argument, NULL, 's' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *host = "127.0.0.1", *port = NULL, *mode = "pingpong";
+	uint64_t size = 0, iters = 0, warmup = 1000, pv;
+	double duration = 0;
+	int have_iters = 0, o;
+	char *end;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'h': host = optarg; break;
+		case 'p': port = optarg; break;
+		case 'm': mode = optarg; break;
+		case 's':
+			if (parse_u64(optarg, &size, 1) || !size || size > MAX_SIZE) {
+				err("--size: expected 1..%u bytes (k/M suffixes), got '%s'",
+				    MAX_SIZE, optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			duration = strtod(optarg, &end);
+			if (*end || end == optarg || !(duration > 0) ||
+			    duration > 3600) {
+				err("--duration: expected seconds in (0, 3600], got '%s'",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			if (parse_u64(optarg, &iters, 1) || !iters ||
+			    iters > 1000000000u) {
+				err("--iters: expected 1..1e9, got '%s'", optarg);
+				return 2;
+			}
+			have_iters = 1;
+			break;
+		case 'w':
+			if (parse_u64(optarg, &warmup, 1)) {
+				err("--warmup: expected a count, got '%s'", optarg);
+				return 2;
+			}
+			break;
+		default:
+			return 2;
+		}
+	}
+	int pp = !strcmp(mode, "pingpong");
+	if (!strcmp(mode, "connect")) {
+		if (!port)
+			return 2;
+		return client_connect(host, port, have_iters ? iters : 1000) ? 1 : 0;
+	}
+	if (!pp && strcmp(mode, "stream")) {
+		err("--mode: expected pingpong, stream or connect, got '%s'", mode);
+		return 2;
+	}
+	if (!port || parse_u64(port, &pv, 0) || pv == 0 || pv > 65535 ||
+	    optind != argc) {
+		err("usage: " PROG " client --host H --port P --mode pingpong|stream"
+		    " --size BYTES (--duration SEC | --iters N) [--warmup N]");
+		return 2;
+	}
+	if (have_iters && duration > 0) {
+		err("--duration and --iters exclude each other");
+		return 2;
+	}
+	if (!size)
+		size = pp ? 64 : 65536;
+	if (!have_iters && !(duration > 0)) {
+		if (pp)
+			iters = 100000;
+		else
+			duration = 5;
+	}
+
+	int fd = connect_to(host, port);
+	if (fd < 0)
+		return 1;
+	struct hdr h = { htonl(MAGIC), htonl(pp ? MODE_PINGPONG : MODE_STREAM),
+			 htonl((uint32_t)size), 0 };
+	int rc;
+	if (write_full(fd, &h, sizeof(h), 1) != 0) {
+		err("client: header: %s", strerror(errno));
+		rc = -1;
+	} else if (pp) {
+		rc = client_pingpong(fd, (uint32_t)size, iters, duration, warmup);
+	} else {
+		rc = client_stream(fd, (uint32_t)size, iters, duration);
+	}
+	close(fd);
+	if (fflush(stdout) != 0) {
+		err("stdout: %s", strerror(errno));
+		rc = -1;
+	}
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* a vanished peer must be an EPIPE error, not a silent death */
+	struct sigaction sa = { .sa_handler = SIG_IGN };
+	sigaction(SIGPIPE, &sa, NULL);
+
+	if (argc >= 2 && !strcmp(argv[1], "server"))
+		return server_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "client"))
+		return client_main(argc - 1, argv + 1);
+	int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+	fprintf(help ? stdout : stderr,
+		"usage: " PROG " server --port P [--bind ADDR] [--once]\n"
+		"       " PROG " client --host H --port P --mode pingpong|stream\n"
+		"                      --size BYTES (--duration SEC | --iters N) [--warmup N]\n");
+	return help ? 0 : 2;
+}

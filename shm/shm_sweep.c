@@ -1,0 +1,62 @@
+/* Housekeeping of <rundir>/o: what processes killed without closing leave
+ * behind.  Each process sweeps once, boundedly, when it first uses shm.
+ *   wake sockets (<key>.c .s .cw .sw): stale when a datagram to them is
+ *     refused (nobody has the name bound);
+ *   offer files (<key>): a live offer is taken or withdrawn within
+ *     offer_timeout_ms (at most 60 s) of its creation; older ones are dead. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/shunt_real.h"
+#include "shm_internal.h"
+
+#define SWEEP_MAX 512
+#define OFFER_MAX_AGE_S 120
+
+void shm_sweep(void)
+{
+	static pid_t swept;
+	pid_t pid = getpid();
+	const char *rd = shunt_rundir();
+	if (!rd || __atomic_exchange_n(&swept, pid, __ATOMIC_ACQ_REL) == pid)
+		return;
+	char dir[SHM_PATH_MAX];
+	snprintf(dir, sizeof dir, "%s/o", rd);
+	SHUNT_GUARD_ENTER();
+	DIR *d = opendir(dir);
+	int s = shm_wake_sender();
+	time_t now = time(NULL);
+	for (int n = 0; d && n < SWEEP_MAX; n++) {
+		struct dirent *de = readdir(d);
+		if (!de)
+			break;
+		if (de->d_name[0] == '.')
+			continue;
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, de->d_name) >=
+		    sizeof a.sun_path)
+			continue;
+		struct stat st;
+		if (lstat(a.sun_path, &st) < 0)
+			continue;
+		if (S_ISSOCK(st.st_mode)) {
+			char b = 0;
+			if (s >= 0 &&
+			    REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
+					 sizeof a) < 0 &&
+			    errno == ECONNREFUSED)
+				unlink(a.sun_path);
+		} else if (S_ISREG(st.st_mode) && now - st.st_mtime > OFFER_MAX_AGE_S) {
+			unlink(a.sun_path);
+		}
+	}
+	if (d)
+		closedir(d);
+	SHUNT_GUARD_LEAVE();
+}
