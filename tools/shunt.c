@@ -1,0 +1,92 @@
+/* shunt: the command-line front end.
+ *
+ *   shunt run [options] [--] CMD [ARGS...]   run CMD with libshunt.so preloaded
+ *   shunt config --check FILE | --show       validate / show configuration
+ *   shunt version                            print the version
+ *   shunt help                               print usage
+ *
+ * Subcommands are dispatched through a table; each lives in its own file
+ * (shunt_run.c, shunt_cmd_config.c, ...), so new ones are a file plus a row. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shunt/version.h>
+
+#include "shunt_tool.h"
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const struct shunt_subcmd subcmds[] = {
+	{ "run", "[--config FILE] [--log LEVEL] [--log-file PATH]\n"
+		 "            [--transport auto|shm|fabric|kernel] [--options 'k=v,...'] [--] CMD [ARGS...]",
+	  "run CMD with libshunt.so preloaded", shunt_cmd_run },
+	{ "config", "--check FILE... | --show",
+	  "validate a configuration file, or show the effective configuration",
+	  shunt_cmd_config },
+	{ "version", "", "print the version", cmd_version },
+	{ "help", "", "print this help", cmd_help },
+};
+
+#define NSUBCMDS (sizeof(subcmds) / sizeof(subcmds[0]))
+
+const char *shunt_tool_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: shunt <command> [args]\n\ncommands:\n");
+	for (size_t i = 0; i < NSUBCMDS; i++)
+		fprintf(f, "  %-8s  %s\n", subcmds[i].name, subcmds[i].summary);
+	fprintf(f, "\n");
+	for (size_t i = 0; i < NSUBCMDS; i++)
+		fprintf(f, "  shunt %s%s%s\n", subcmds[i].name,
+			subcmds[i].args[0] ? " " : "", subcmds[i].args);
+	fprintf(f, "\n"
+		"shunt run sets LD_PRELOAD, SHUNT_CONFIG, SHUNT_LOG, SHUNT_LOG_FILE,\n"
+		"SHUNT_DEFAULT_TRANSPORT and SHUNT_OPTIONS, then executes CMD.\n"
+		"libshunt.so is taken from $SHUNT_LIBRARY when set.\n"
+		"See shunt(1) and shunt.conf(5).\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("shunt %s\n", SHUNT_VERSION);
+	return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	usage(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return cmd_help(0, NULL);
+	const char *name = argv[1];
+	if (!strcmp(name, "--help") || !strcmp(name, "-h"))
+		name = "help";
+	else if (!strcmp(name, "--version") || !strcmp(name, "-V"))
+		name = "version";
+	for (size_t i = 0; i < NSUBCMDS; i++)
+		if (!strcmp(name, subcmds[i].name)) {
+			int rc = subcmds[i].main(argc - 1, argv + 1);
+			if (fflush(stdout) != 0 || ferror(stdout)) {
+				fprintf(stderr, "shunt: error writing output\n");
+				return 1;
+			}
+			return rc;
+		}
+	fprintf(stderr, "shunt: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return SHUNT_EXIT_USAGE;
+}

@@ -1,0 +1,24 @@
+/* The `shunt` command-line tool: shared declarations.
+ *
+ * Each subcommand lives in its own file and is listed in the table in
+ * shunt.c.  A subcommand gets argv with argv[0] set to its own name and
+ * returns the process exit status: 0 ok, 1 failure, 2 usage error. */
+#ifndef SHUNT_TOOL_H
+#define SHUNT_TOOL_H
+
+#define SHUNT_EXIT_USAGE 2
+
+struct shunt_subcmd {
+	const char *name;
+	const char *args;      /* one-line argument synopsis for the usage text */
+	const char *summary;   /* one-line description */
+	int (*main)(int argc, char **argv);
+};
+
+int shunt_cmd_run(int argc, char **argv);      /* shunt_run.c */
+int shunt_cmd_config(int argc, char **argv);   /* shunt_cmd_config.c */
+
+/* getenv with the signature shunt_config_load() expects. */
+const char *shunt_tool_getenv(const char *name);
+
+#endif
