@@ -122,7 +122,7 @@ spid = int(sys.argv[4])
 a = cpu(os.getpid()) + cpu(spid); t = time.time()
 time.sleep(secs)
 b = cpu(os.getpid()) + cpu(spid)
-print("idle_cpu_pct=%.3f" % (100 * (b - a) / (time.time() - t)))
+print("idle idle_cpu_pct=%.3f" % (100 * (b - a) / (time.time() - t)))
 EOF
 	cat >"$tmp/idle_server.py" <<'EOF'
 import selectors, socket, sys
@@ -155,7 +155,7 @@ for r in $(seq 1 "$rounds"); do
 	for m in $order; do sockperf_round "$m"; done
 	echo "round $r/$rounds done"
 done
-idle=$(idle_cpu)
+idle=$(idle_cpu) || idle=failed
 
 row() { # name unit plain shm [ring] ratio-text
 	printf '%-28s %12s %12s %12s   %s\n' "$1" "$2" "$3" "$4" "$5"
