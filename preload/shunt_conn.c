@@ -342,6 +342,19 @@ void shunt_conn_before_fork(void)
 	shunt_fd_foreach(SHUNT_FD_LISTEN, fork_one, NULL);
 }
 
+static void child_one(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (e->conn && e->conn->ops->child)
+		e->conn->ops->child(e->conn);
+}
+
+void shunt_conn_after_fork_child(void)
+{
+	shunt_fd_foreach(SHUNT_FD_LISTEN, child_one, NULL);
+}
+
 static void exec_demote(int fd, struct shunt_fd *e, void *arg)
 {
 	(void)arg;

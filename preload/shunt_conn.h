@@ -43,7 +43,8 @@
 	X(OFFER_TIMEOUT, "offer-timeout") /* no answer from the server in time */ \
 	X(DECLINED, "declined")      /* the server refused the offer (its rule, \
 					its config, a check failed) */          \
-	X(PEER_DEMOTED, "peer-demoted") /* the peer moved the connection to TCP */
+	X(PEER_DEMOTED, "peer-demoted") /* the peer moved the connection to TCP */ \
+	X(BIND_FAILED, "bind-failed") /* no local port to name the offer by */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,
@@ -86,10 +87,14 @@ struct shunt_transport_ops {
 	void (*demote)(struct shunt_conn *c, enum shunt_reason why);
 	/* The process is about to fork with c open. */
 	void (*fork)(struct shunt_conn *c);
+	/* In the child, just after fork. */
+	void (*child)(struct shunt_conn *c);
 
 	/* Data path: all read and write calls funnel into these two. */
 	ssize_t (*recvmsg)(struct shunt_conn *c, struct msghdr *m, int flags);
 	ssize_t (*sendmsg)(struct shunt_conn *c, const struct msghdr *m, int flags);
+	/* 0: now shut the socket down too; 1: the transport will send the
+	 * FIN itself later; -1: error. */
 	int (*shutdown)(struct shunt_conn *c, int how);
 	/* FIONREAD, SIOCOUTQ; -1/ENOTTY lets the kernel answer. */
 	int (*ioctl)(struct shunt_conn *c, unsigned long req, void *arg);
@@ -190,6 +195,8 @@ void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why);
 void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why);
 /* Before fork: tell transports which connections become shared. */
 void shunt_conn_before_fork(void);
+/* In the child after fork. */
+void shunt_conn_after_fork_child(void);
 
 /* Classify an fd shunt has not seen created (inherited, received by
  * SCM_RIGHTS, created while the guard was held): TCP, LISTEN or OTHER. */

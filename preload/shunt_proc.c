@@ -15,7 +15,10 @@ SHUNT_EXPORT pid_t fork(void)
 	 * the other may still need (wake socket names). */
 	if (shunt_any_accel())
 		shunt_conn_before_fork();
-	return REAL(fork)();
+	pid_t pid = REAL(fork)();
+	if (pid == 0)
+		shunt_conn_after_fork_child();
+	return pid;
 }
 
 /* A vfork child shares the parent's memory and stack until it execs: any

@@ -152,8 +152,8 @@ SHUNT_EXPORT int shutdown(int fd, int how)
 	if (c) {
 		int rc = c->ops->shutdown(c, how);
 		shunt_conn_put(c);
-		if (rc < 0)
-			return rc;
+		if (rc != 0)
+			return rc < 0 ? rc : 0; /* 1: the transport sends FIN later */
 	}
 	/* The TCP connection carries FIN in every case (brief, property 4). */
 	return REAL(shutdown)(fd, how);

@@ -11,8 +11,8 @@
  *                      -> owner uid, size, header checked
  *                      -> wake socket <key>.s; CAS OFFERED -> COMMITTED
  *                      -> unlink the offer file, wake the client
- *   decline (either):  CAS -> DEMOTING with the client as replayer: the
- *                      client sends its unread ring bytes over TCP.
+ *   decline (either):  CAS -> DEMOTING: the client sends its unread ring
+ *                      bytes over TCP (see shm_switch).
  * No byte of this goes over the TCP connection. */
 #include <errno.h>
 #include <pthread.h>
@@ -261,11 +261,44 @@ static void shm_listen_free(struct shunt_conn *base)
 	free(base);
 }
 
+static void exit_one(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	struct shm_listen *l = (struct shm_listen *)e->conn;
+	if (shunt_fd_kind(e) != SHUNT_FD_LISTEN || !l || l->base.ops != &shm_listen_ops ||
+	    l->pid != getpid())
+		return;
+	const char *rd = shunt_rundir();
+	if (rd)
+		shm_registry_remove(rd, &l->reg);
+}
+
+/* A listener that exits without closing (the usual way) leaves its names;
+ * the lock is gone, so clients would skip them, but the process that
+ * registered them removes them at exit().  Forked children, which share
+ * the lock's open file, leave them to their parent. */
+__attribute__((destructor)) static void shm_at_exit(void)
+{
+	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) == 0)
+		shunt_fd_foreach(SHUNT_FD_LISTEN, exit_one, NULL);
+}
+
+static void shm_listen_child(struct shunt_conn *base)
+{
+	struct shm_listen *l = (struct shm_listen *)base;
+	const char *rd = shunt_rundir();
+	if (rd)
+		shm_registry_reown(rd, &l->reg);
+	l->pid = getpid();
+}
+
 const struct shunt_transport_ops shm_listen_ops = {
 	.name = "shm",
 	.id = SHUNT_TP_SHM,
 	.close = shm_listen_close,
 	.free = shm_listen_free,
+	.child = shm_listen_child,
 };
 
 static void shm_on_listen(int fd, struct shunt_fd *e)
@@ -287,6 +320,7 @@ static void shm_on_listen(int fd, struct shunt_fd *e)
 	l->base.ops = &shm_listen_ops;
 	l->base.refs = 1;
 	l->base.fds = 1;
+	l->pid = getpid();
 	l->base.fd = fd;
 	e->conn = &l->base;
 	SHUNT_DEBUG("listen fd=%d registered for shm (%d names)", fd, l->reg.nlocks);
@@ -347,6 +381,12 @@ static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 			return -1;
 		if (!port) {
 			set_port(&src, 0);
+			/* bind() picks a port before the destination is known,
+			 * so ports in TIME_WAIT stay off limits where connect()
+			 * would reuse them: under heavy churn this fails first
+			 * (bind-failed) and the connection takes the kernel
+			 * path.  (SO_REUSEADDR would let bind pick a port whose
+			 * 4-tuple is still in TIME_WAIT: connect would fail.) */
 			if (REAL(bind)(fd, (struct sockaddr *)&src, sl) < 0)
 				return -1;
 			ll = sizeof *local;
@@ -382,10 +422,11 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	if (!shm_registry_lookup(rd, dst))
 		goto out;
 	shm_sweep();
-	why = SHUNT_R_RING_ALLOC;
+	why = SHUNT_R_BIND_FAILED;
 	if (fix_local(fd, dst, dlen, &local) < 0 ||
 	    shm_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
+	why = SHUNT_R_RING_ALLOC;
 	shm_tuple_key(&t, key, sizeof key);
 	if (path_of(path, sizeof path, key, ""))
 		goto out;
@@ -474,9 +515,8 @@ static struct shm_hdr *open_offer(const char *key, size_t *len, enum shunt_reaso
 static void refuse(struct shm_hdr *h)
 {
 	uint32_t st = SHM_OFFERED;
-	if (__atomic_compare_exchange_n(&h->state, &st, SHM_DEMOTING, 0, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
-		__atomic_store_n(&h->replayer, SHM_CLIENT, __ATOMIC_RELEASE);
+	__atomic_compare_exchange_n(&h->state, &st, SHM_DEMOTING, 0, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
 }
 
 static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
@@ -547,6 +587,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	return SHUNT_R_NONE;
 refuse:
 	refuse(h);
+	unlink(path); /* refused: nobody will take it */
 	if (c && c->wake[SHM_WAKE_RX] >= 0)
 		shm_wake_peer(c);
 fail:
@@ -575,7 +616,10 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	if (h) {
 		if (shm_hdr_check(h, len, &t) == 0) {
 			struct shm_conn c = {.side = SHM_SERVER};
+			char path[SHM_PATH_MAX];
 			refuse(h);
+			if (!path_of(path, sizeof path, key, ""))
+				unlink(path);
 			snprintf(c.key, sizeof c.key, "%s", key);
 			if (bind_wake_peer_only(&c) == 0)
 				shm_wake_peer(&c);
@@ -623,35 +667,52 @@ static int replay(struct shm_conn *c)
 		}
 		return -1;
 	}
-	/* The peer's view: those bytes are gone from the ring. */
+	/* The peer's view: those bytes are gone from the ring.  They went by
+	 * TCP, so they are not shm bytes in the counters. */
 	shm_ring_consume(&c->tx, n);
+	c->bytes_out -= n;
+	SHUNT_STAT_ADD(&c->base, bytes_out, -(uint64_t)n);
 	return 0;
 }
 
+void shm_send_fin(struct shm_conn *c)
+{
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	if (c->fin_pending && fd >= 0 && __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
+		REAL(shutdown)(fd, SHUT_WR);
+}
+
+/* Both ends leave the rings the same way: each resends over TCP the bytes
+ * of its tx ring the other has not consumed, then uses only the socket.
+ * Exact because a consumer checks the state under its ring's read lock, and
+ * the state turns DEMOTING under the demoter's tx read lock: once a replay
+ * takes its snapshot under that lock, the peer consumes nothing more.  As
+ * both ends do the same, two ends demoting at once (exec on both sides)
+ * lose nothing either. */
 int shm_switch(struct shm_conn *c)
 {
-	if (c->switched)
+	if (__atomic_load_n(&c->switched, __ATOMIC_ACQUIRE))
 		return 0;
 	shm_lock(&c->tx.ctl->wlock);
 	if (!c->switched) {
-		uint32_t rep = __atomic_load_n(&c->hdr->replayer, __ATOMIC_ACQUIRE);
-		if (rep == (uint32_t)c->side) {
-			replay(c);
-			/* What the peer wrote before it stopped is still ours
-			 * to read, before the socket. */
-			c->rx_ring_first = 1;
-			uint32_t st = SHM_DEMOTING;
-			__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTED, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-		}
+		/* Wait out a consume in flight; after it the peer sees the
+		 * state and consumes nothing more.  The replay itself runs
+		 * without the peer's lock: it may wait for the peer to read
+		 * the socket. */
+		shm_lock(&c->tx.ctl->rlock);
+		shm_unlock(&c->tx.ctl->rlock);
+		replay(c);
 		__atomic_store_n(&c->switched, 1, __ATOMIC_RELEASE);
 	}
 	shm_unlock(&c->tx.ctl->wlock);
+	/* A shutdown(SHUT_WR) made while the offer was open: after the
+	 * replayed bytes, as the application wrote them. */
+	shm_send_fin(c);
 	return 0;
 }
 
-/* Ask for TCP from this end.  The peer replays what we have not read; we
- * leave our unread rx bytes to that replay and read only the socket. */
+/* Ask for TCP from this end (see shm_switch); the peer follows when it
+ * sees the state. */
 static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
@@ -659,23 +720,20 @@ static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 		c->why = why;
 	SHUNT_GUARD_ENTER();
 	shm_lock(&c->tx.ctl->wlock);
-	shm_lock(&c->rx.ctl->rlock);
+	shm_lock(&c->tx.ctl->rlock);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
-	for (;;) {
-		uint32_t want = c->side == SHM_CLIENT && st == SHM_OFFERED ? SHM_CLIENT
-									   : (uint32_t)!c->side;
-		if (st != SHM_OFFERED && st != SHM_COMMITTED)
-			break;
-		if (__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			__atomic_store_n(&c->hdr->replayer, want, __ATOMIC_RELEASE);
-			break;
-		}
+	while ((st == SHM_OFFERED || st == SHM_COMMITTED) &&
+	       !__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	shm_unlock(&c->tx.ctl->rlock);
+	if (!c->switched) {
+		replay(c);
+		__atomic_store_n(&c->switched, 1, __ATOMIC_RELEASE);
 	}
-	shm_unlock(&c->rx.ctl->rlock);
 	shm_unlock(&c->tx.ctl->wlock);
 	shm_wake_peer(c);
-	shm_switch(c);
+	shm_send_fin(c);
 	SHUNT_GUARD_LEAVE();
 }
 
@@ -700,15 +758,23 @@ static void shm_close(struct shunt_conn *base)
 		/* Never accepted yet: give the bytes to TCP, which keeps them
 		 * for the server's accept() as it would have anyway. */
 		shm_demote(base, SHUNT_R_NONE);
-		char path[SHM_PATH_MAX];
-		if (!path_of(path, sizeof path, c->key, ""))
-			unlink(path);
+	} else if (st >= SHM_DEMOTING && !c->switched) {
+		/* Declined (or demoted by the peer) while we were not looking:
+		 * what the peer never read must still reach it, before FIN. */
+		shm_switch(c);
 	} else if (!c->switched) {
 		/* Only a hint: the socket may live on in another process.
 		 * The peer trusts the TCP FIN, which comes with the last
 		 * close. */
 		__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
 		shm_wake_peer(c);
+	}
+	if (c->side == SHM_CLIENT && !c->committed) {
+		/* The server unlinks an offer it takes; one never taken is
+		 * ours to remove. */
+		char path[SHM_PATH_MAX];
+		if (!path_of(path, sizeof path, c->key, ""))
+			unlink(path);
 	}
 	if (shunt_log_on(SHUNT_LOG_DEBUG))
 		shunt_log(SHUNT_LOG_DEBUG, "shm close fd=%d bytes_in=%llu bytes_out=%llu",

@@ -201,11 +201,10 @@ static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
  * the kernel path once nothing is left in the rx ring for us. */
 static int drained(struct shm_conn *c)
 {
-	if (c->rx_ring_first && shm_ring_used(&c->rx) == 0)
-		c->rx_ring_first = 0;
-	if (!c->rx_ring_first)
-		shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
-	return !c->rx_ring_first;
+	/* Nothing is left in the rings for us: the peer resends over TCP
+	 * what we had not consumed. */
+	shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
+	return 1;
 }
 
 ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
@@ -239,6 +238,15 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		}
 		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		shm_lock(&c->rx.ctl->rlock);
+		/* Under the lock the peer takes to demote: once it has, every
+		 * byte left in the ring comes again by TCP. */
+		if (state_of(c) >= SHM_DEMOTING) {
+			shm_unlock(&c->rx.ctl->rlock);
+			if (done)
+				return (ssize_t)done;
+			moved_on(c);
+			continue;
+		}
 		size_t n = shm_ring_read(&c->rx, v, k, peek);
 		shm_unlock(&c->rx.ctl->rlock);
 		if (n) {
@@ -397,17 +405,33 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 	}
 }
 
+/* Returns 1 when the FIN must wait (the caller then skips the socket's
+ * shutdown): bytes in the ring may still have to go by TCP (a declined
+ * offer, a later demotion), and must go before FIN. */
 int shm_shutdown(struct shunt_conn *b, int how)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
+	int deferred = 0;
 	if (how == SHUT_WR || how == SHUT_RDWR) {
+		uint32_t st = state_of(c);
+		if (st >= SHM_DEMOTING)
+			moved_on(c); /* replay first, if it is ours to do */
+		if (c->switched)
+			goto rd;
+		/* The peer learns of EOF from the ring flag.  The FIN waits
+		 * until this end leaves the rings (after its replay, if the
+		 * connection is ever demoted) or closes: sent now, it could
+		 * overtake bytes that may still have to go by TCP. */
+		c->fin_pending = 1;
+		deferred = 1;
 		__atomic_store_n(&c->tx.ctl->wr_shut, 1, __ATOMIC_RELEASE);
 		wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
 		shm_wake_peer(c);
 	}
+rd:
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		c->rd_shut = 1;
-	return 0;
+	return deferred;
 }
 
 int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
@@ -437,10 +461,8 @@ short shm_poll(struct shunt_conn *b, short events)
 	if (!c->switched && moved_on(c) && !c->switched)
 		return 0;
 	if (c->switched) {
-		if (drained(c))
-			return 0; /* the caller now asks the kernel */
-		r |= POLLIN | POLLRDNORM;
-		return (short)(r & (events | POLLERR | POLLHUP));
+		drained(c);
+		return 0; /* the caller now asks the kernel */
 	}
 	if (shm_ring_used(&c->rx))
 		r |= POLLIN | POLLRDNORM;

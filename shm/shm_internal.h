@@ -3,6 +3,7 @@
 #define SHM_INTERNAL_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include "preload/shunt_conn.h"
@@ -30,7 +31,7 @@ struct shm_conn {
 	int switched;             /* this end now moves bytes over TCP */
 	int why;                  /* enum shunt_reason for switching */
 	int committed;            /* the state was seen COMMITTED */
-	int rx_ring_first;        /* after switching: drain the rx ring first */
+	int fin_pending;          /* shutdown(SHUT_WR) waits for the offer's answer */
 	int forked;               /* shared with a child: keep the wake name */
 	int tcp_hint;             /* the socket was seen readable: FIN, RST or
 				     replayed bytes are waiting there */
@@ -46,6 +47,7 @@ struct shm_conn {
 struct shm_listen {
 	struct shunt_conn base;
 	struct shm_listener reg;
+	pid_t pid; /* the process that registered (a forked child did not) */
 };
 
 extern const struct shunt_transport_ops shm_ops;
@@ -68,6 +70,9 @@ int shm_wake_fd(struct shm_conn *c, int role);
 
 /* Switch this end to TCP after the state left COMMITTED/OFFERED. */
 int shm_switch(struct shm_conn *c);
+
+/* Send the FIN a shutdown(SHUT_WR) deferred (see shm_shutdown). */
+void shm_send_fin(struct shm_conn *c);
 
 /* Client, still OFFERED: give up on the server and continue over TCP. */
 void shm_give_up(struct shm_conn *c);

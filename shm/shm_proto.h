@@ -26,8 +26,8 @@ enum shm_state {
 	SHM_OFFERED = 1,   /* client waits; it may already write into c2s */
 	SHM_COMMITTED,     /* both ends use the rings */
 	SHM_DECLINED,      /* never accelerated: client replays c2s over TCP */
-	SHM_DEMOTING,      /* one end asked for TCP; the other replays its tx */
-	SHM_DEMOTED,       /* the replaying end is done: TCP only */
+	SHM_DEMOTING,      /* an end asked for TCP: each end resends what the
+			      other has not consumed, then uses the socket */
 };
 
 enum shm_side { SHM_CLIENT = 0, SHM_SERVER = 1 };
@@ -46,8 +46,7 @@ struct shm_hdr {
 	uint64_t ring_size;
 	uint64_t file_size;
 	uint32_t state;     /* enum shm_state; CAS */
-	uint32_t replayer;  /* enum shm_side that resends its unread tx bytes
-			       over TCP once the state is DEMOTING */
+	uint32_t reserved;
 	int32_t pid[2];     /* informational */
 	uint32_t uid[2];
 	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way

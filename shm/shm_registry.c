@@ -160,6 +160,15 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 	return l->nlocks ? 0 : -1;
 }
 
+void shm_registry_reown(const char *rundir, struct shm_listener *l)
+{
+	for (int i = 0; i < l->nlocks; i++) {
+		int old = l->locks[i];
+		if (hold(rundir, l->names[i], &l->locks[i]) >= 0)
+			shunt_fd_release(old);
+	}
+}
+
 void shm_registry_remove(const char *rundir, struct shm_listener *l)
 {
 	for (int i = 0; i < l->nlocks; i++) {

@@ -28,6 +28,12 @@ struct shm_listener {
  * could be registered. */
 int shm_registry_add(const char *rundir, int fd, struct shm_listener *l);
 
+/* After fork, in the child: hold the entries through open files of our
+ * own.  The inherited ones are shared with the parent, and a lock taken
+ * through a shared open file cannot tell the two apart (a child closing
+ * its copy would unregister a listener the parent still has). */
+void shm_registry_reown(const char *rundir, struct shm_listener *l);
+
 /* Release l's locks; entries no other process holds are removed. */
 void shm_registry_remove(const char *rundir, struct shm_listener *l);
 
