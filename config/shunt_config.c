@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include "shunt_config.h"
+#include "shunt_config_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,7 +23,7 @@
 
 #define LINE_MAX_CHARS 1023              /* longest accepted line */
 #define FILE_MAX_BYTES (1024 * 1024)     /* largest accepted file */
-#define QUOTE_MAX 64                     /* longest input echoed in a message */
+
 #define RULE_TEXT_MAX 1024               /* longest rule text from env */
 
 #define DEF_SPIN_US 20u
@@ -95,7 +96,7 @@ static const char *trim(const char *s, size_t *n)
 
 /* Copy s[0..n) for use inside '...' in a message: printable ASCII kept,
  * anything else becomes '?', long input is cut with "...". */
-static void quote(char *out, size_t outsz, const char *s, size_t n)
+void shunt_config_quote(char *out, size_t outsz, const char *s, size_t n)
 {
 	size_t i, o = 0;
 
@@ -271,7 +272,7 @@ static int add_rule(struct shunt_config *c, const char *text, size_t n,
 	char q[QUOTE_MAX + 4];
 
 	if (n >= sizeof(buf)) {
-		quote(q, sizeof(q), text, n);
+		shunt_config_quote(q, sizeof(q), text, n);
 		return fail(err, errlen, origin,
 			    "rule: '%s' too long (at most %zu characters)", q,
 			    sizeof(buf) - 1);
@@ -317,7 +318,7 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 	val = trim(val, &vn);
 	k = find_key(key, kn);
 	if (k < 0) {
-		quote(q, sizeof(q), key, kn);
+		shunt_config_quote(q, sizeof(q), key, kn);
 		return fail(err, errlen, origin, "unknown key '%s'", q);
 	}
 	name = keys[k].name;
@@ -326,7 +327,7 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 
 	if (vn && val[0] == '"') {
 		if (vn < 2 || val[vn - 1] != '"') {
-			quote(q, sizeof(q), val, vn);
+			shunt_config_quote(q, sizeof(q), val, vn);
 			return fail(err, errlen, origin,
 				    "bad value '%s' for %s (unterminated quote)",
 				    q, name);
@@ -337,7 +338,7 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 	if (memchr(val, '\0', vn))
 		return fail(err, errlen, origin, "NUL byte in value for %s",
 			    name);
-	quote(q, sizeof(q), val, vn);
+	shunt_config_quote(q, sizeof(q), val, vn);
 
 	switch ((enum key_id)k) {
 	case K_ENABLE:
@@ -533,7 +534,7 @@ static int parse_line(struct shunt_config *c, const char *s, size_t n,
 
 	n = strip_comment(s, n, 0);
 	s = trim(s, &n);
-	quote(q, sizeof(q), s, n);
+	shunt_config_quote(q, sizeof(q), s, n);
 	return fail(err, errlen, origin,
 		    "expected 'key = value' or a rule, got '%s'", q);
 }
@@ -699,7 +700,7 @@ static int parse_options(struct shunt_config *c, const char *opts,
 				 item);
 			eq = memchr(s, '=', n);
 			if (!eq || eq == s) {
-				quote(q, sizeof(q), s, n);
+				shunt_config_quote(q, sizeof(q), s, n);
 				return fail(err, errlen, NULL,
 					    "SHUNT_OPTIONS: item %u '%s': expected key=value",
 					    item, q);

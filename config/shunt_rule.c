@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #endif
 #include "shunt_config.h"
+#include "shunt_config_int.h"
 
 #include <arpa/inet.h>
 #include <fnmatch.h>
@@ -31,7 +32,6 @@
 #include <strings.h>
 
 #define ADDR_TOKEN_MAX 128     /* longest addr-spec we look at */
-#define QUOTE_MAX 64           /* longest input echoed in a message */
 
 static int is_ws(char ch)
 {
@@ -44,28 +44,6 @@ static int is_digit(char ch)
 	return ch >= '0' && ch <= '9';
 }
 
-/* Copy s[0..n) for use inside '...' in a message: printable ASCII kept,
- * anything else becomes '?', long input is cut with "...". */
-static void quote(char *out, size_t outsz, const char *s, size_t n)
-{
-	size_t i, o = 0;
-
-	if (outsz == 0)
-		return;
-	for (i = 0; i < n && o + 1 < outsz; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (i == QUOTE_MAX) {
-			const char *dots = "...";
-
-			while (*dots && o + 1 < outsz)
-				out[o++] = *dots++;
-			break;
-		}
-		out[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
-	}
-	out[o] = '\0';
-}
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -124,7 +102,7 @@ static int parse_ports(struct shunt_rule *r, const char *s, size_t n,
 		   parse_uint(dash + 1, n - (size_t)(dash - s) - 1, 65535,
 			      &hi) == 0 && lo >= 1 && hi >= 1) {
 		if (lo > hi) {
-			quote(q, sizeof(q), s, n);
+			shunt_config_quote(q, sizeof(q), s, n);
 			return fail(err, errlen,
 				    "bad port range '%s' (low port above high port)",
 				    q);
@@ -133,7 +111,7 @@ static int parse_ports(struct shunt_rule *r, const char *s, size_t n,
 		r->port_hi = (uint16_t)hi;
 		return 0;
 	}
-	quote(q, sizeof(q), s, n);
+	shunt_config_quote(q, sizeof(q), s, n);
 	return fail(err, errlen,
 		    "bad port '%s' (expected 1..65535, LO-HI or *)", q);
 }
@@ -147,7 +125,7 @@ static int parse_prefix(struct shunt_rule *r, const char *s, size_t n,
 	unsigned long v;
 
 	if (n < 2 || n > 4 || parse_uint(s + 1, n - 1, max, &v) != 0) {
-		quote(q, sizeof(q), s, n);
+		shunt_config_quote(q, sizeof(q), s, n);
 		return fail(err, errlen,
 			    "bad prefix '%s' for %s address (expected 0..%u)",
 			    q, r->family == AF_INET ? "IPv4" : "IPv6", max);
@@ -169,7 +147,7 @@ static int parse_ip(struct shunt_rule *r, const char *a, size_t n,
 		if (inet_pton(r->family, buf, r->addr) == 1)
 			return 0;
 	}
-	quote(q, sizeof(q), a, n);
+	shunt_config_quote(q, sizeof(q), a, n);
 	return fail(err, errlen, "bad %s address '%s'",
 		    r->family == AF_INET ? "IPv4" : "IPv6", q);
 }
@@ -201,7 +179,7 @@ static int check_host_bits(const struct shunt_rule *r, const char *spec,
 	}
 	if (!bad)
 		return 0;
-	quote(q, sizeof(q), spec, n);
+	shunt_config_quote(q, sizeof(q), spec, n);
 	if (!inet_ntop(r->family, net, txt, sizeof(txt)))
 		txt[0] = '\0';
 	return fail(err, errlen,
@@ -240,7 +218,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 	r->port_hi = 65535;
 
 	if (n >= ADDR_TOKEN_MAX) {
-		quote(q, sizeof(q), s, n);
+		shunt_config_quote(q, sizeof(q), s, n);
 		return fail(err, errlen, "bad address '%s' (too long)", q);
 	}
 
@@ -249,7 +227,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 			return 0;
 		if (s[1] == ':')
 			return parse_ports(r, s + 2, n - 2, err, errlen);
-		quote(q, sizeof(q), s, n);
+		shunt_config_quote(q, sizeof(q), s, n);
 		return fail(err, errlen,
 			    "bad address '%s' (expected * or *:PORTS)", q);
 	}
@@ -261,7 +239,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 		int have_prefix = 0;
 
 		if (!close) {
-			quote(q, sizeof(q), s, n);
+			shunt_config_quote(q, sizeof(q), s, n);
 			return fail(err, errlen, "bad address '%s' (missing ']')",
 				    q);
 		}
@@ -285,7 +263,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 			if (!pe)
 				pe = end;
 			if (have_prefix) {
-				quote(q, sizeof(q), s, n);
+				shunt_config_quote(q, sizeof(q), s, n);
 				return fail(err, errlen,
 					    "bad address '%s' (two prefixes)", q);
 			}
@@ -297,7 +275,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 			return -1;
 		if (p < end) {
 			if (*p != ':') {
-				quote(q, sizeof(q), s, n);
+				shunt_config_quote(q, sizeof(q), s, n);
 				return fail(err, errlen,
 					    "bad address '%s' (expected ':PORTS' after ']')",
 					    q);
@@ -411,7 +389,7 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 	else if (word_is(tok[0], len[0], "kernel"))
 		r->transport = SHUNT_TP_KERNEL;
 	else {
-		quote(q, sizeof(q), tok[0], len[0]);
+		shunt_config_quote(q, sizeof(q), tok[0], len[0]);
 		return fail(err, errlen,
 			    "bad transport '%s' (expected shm|fabric|auto|kernel)",
 			    q);
@@ -421,7 +399,7 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 			    ntok == 1 ? "role" : ntok == 2 ? "program" : "address",
 			    usage);
 	if (ntok > 4) {
-		quote(q, sizeof(q), tok[4], len[4]);
+		shunt_config_quote(q, sizeof(q), tok[4], len[4]);
 		return fail(err, errlen,
 			    "unexpected '%s' after the address (expected '%s')",
 			    q, usage);
@@ -434,13 +412,13 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 	else if (word_is(tok[1], len[1], "server"))
 		r->role = SHUNT_ROLE_SERVER;
 	else {
-		quote(q, sizeof(q), tok[1], len[1]);
+		shunt_config_quote(q, sizeof(q), tok[1], len[1]);
 		return fail(err, errlen, "bad role '%s' (expected client|server|*)",
 			    q);
 	}
 
 	if (len[2] >= SHUNT_PROG_GLOB_MAX) {
-		quote(q, sizeof(q), tok[2], len[2]);
+		shunt_config_quote(q, sizeof(q), tok[2], len[2]);
 		return fail(err, errlen,
 			    "program pattern '%s' too long (at most %d characters)",
 			    q, SHUNT_PROG_GLOB_MAX - 1);
