@@ -34,12 +34,16 @@ struct item {
 	uint32_t events;   /* the application's */
 	epoll_data_t data; /* the application's */
 	int disabled;      /* EPOLLONESHOT fired */
+	int parked;        /* EPOLL_CTL_DEL'd by the application: its kernel
+			      registrations are kept for a later ADD (event
+			      loops delete and re-add an fd on every request) */
 	short last;        /* EPOLLET: readiness last reported */
 	uint64_t seq;      /* EPOLLET: transport progress at the last report */
 };
 
 struct epset {
 	pthread_mutex_t mu;
+	int ep;      /* its epoll fd */
 	int n, cap;
 	struct item *items;
 	unsigned rr; /* round robin start, for fairness when maxevents is small */
@@ -86,6 +90,7 @@ static struct epset *set_make(int ep)
 		s = calloc(1, sizeof *s);
 		if (s) {
 			pthread_mutex_init(&s->mu, NULL);
+			s->ep = ep;
 			__atomic_store_n(&sets[ep], s, __ATOMIC_RELEASE);
 		}
 	}
@@ -186,6 +191,11 @@ static void convert(int ep, struct epset *s, struct item *it)
 {
 	struct epoll_event ev = {.events = it->events, .data = it->data};
 	kernel_del_wakes(ep, it);
+	if (it->parked) {
+		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->fd, NULL);
+		drop(s, it);
+		return;
+	}
 	if (!it->disabled)
 		REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, it->fd, &ev);
 	else
@@ -215,15 +225,35 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	}
 	switch (op) {
 	case EPOLL_CTL_ADD:
+		if (!ev) {
+			errno = EFAULT;
+			rc = -1;
+			break;
+		}
+		if (it && it->parked && e && it->c == e->conn) {
+			/* Back after a DEL: no system call. */
+			it->parked = it->disabled = 0;
+			it->events = ev->events;
+			it->data = ev->data;
+			it->last = 0;
+			it->seq = 0;
+			break;
+		}
+		if (it && it->parked) {
+			/* Another connection has this number now. */
+			REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
+			kernel_del_wakes(ep, it);
+			drop(s, it);
+			it = NULL;
+		}
 		if (it) {
 			errno = EEXIST;
 			rc = -1;
 			break;
 		}
-		if (!ev) {
-			errno = EFAULT;
-			rc = -1;
-			break;
+		if (!e) {
+			pthread_mutex_unlock(&s->mu);
+			return REAL(epoll_ctl)(ep, op, fd, ev);
 		}
 		if (s->n == s->cap) {
 			int cap = s->cap ? 2 * s->cap : 8;
@@ -250,7 +280,7 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			shunt_conn_put(it->c);
 		break;
 	case EPOLL_CTL_MOD:
-		if (!it) {
+		if (!it || it->parked) {
 			errno = ENOENT;
 			rc = -1;
 			break;
@@ -268,14 +298,12 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			convert(ep, s, it);
 		break;
 	case EPOLL_CTL_DEL:
-		if (!it) {
+		if (!it || it->parked) {
 			errno = ENOENT;
 			rc = -1;
 			break;
 		}
-		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
-		kernel_del_wakes(ep, it);
-		drop(s, it);
+		it->parked = 1;
 		break;
 	default:
 		errno = EINVAL;
@@ -322,7 +350,7 @@ static int collect(int ep, struct epset *s, struct epoll_event *out, int max)
 			continue;
 		}
 		i++;
-		if (it->disabled)
+		if (it->disabled || it->parked)
 			continue;
 		short r = item_ready(it, 1);
 		if (__atomic_load_n(&it->c->finished, __ATOMIC_ACQUIRE)) {
@@ -347,10 +375,15 @@ static int any_ready(void *arg)
 	struct epset *s = arg;
 	for (int i = 0; i < s->n; i++) {
 		struct item *it = &s->items[i];
-		if (!it->disabled && !it->c->finished && item_ready(it, 0))
+		if (!it->disabled && !it->parked && !it->c->finished && item_ready(it, 0))
 			return 1;
 	}
 	return 0;
+}
+
+static int ep_of(const struct epset *s)
+{
+	return s->ep;
 }
 
 /* Drain a wake fd, or note that the socket spoke (FIN, RST, replay). */
@@ -373,8 +406,16 @@ static int take_kernel(struct epset *s, struct epoll_event *kev, int kn,
 		if ((kev[i].data.u64 & MARK_MASK) == MARK) {
 			/* A wake or the socket: the next collect() looks. */
 			struct item *it = find(s, (int)(kev[i].data.u64 & 0xffffffffu));
-			if (it)
+			if (it && it->parked) {
+				/* Deleted by the application and now active in
+				 * the kernel (a FIN stays readable): apply the
+				 * deletion for real. */
+				REAL(epoll_ctl)(ep_of(s), EPOLL_CTL_DEL, it->fd, NULL);
+				kernel_del_wakes(ep_of(s), it);
+				drop(s, it);
+			} else if (it) {
 				wake_seen(it, kev[i].data.u64 & MARK_WAKE);
+			}
 			continue;
 		}
 		if (got < max)
@@ -452,7 +493,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 			/* The item may be dropped while we sleep unlocked. */
 			__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
 			armed[i].c = it->c;
-			armed[i].ev = it->disabled ? 0 : to_poll(it->events);
+			armed[i].ev = it->disabled || it->parked ? 0 : to_poll(it->events);
 			it->c->ops->arm(it->c, armed[i].ev, two, &ms);
 			if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
 				again = 1;
