@@ -18,6 +18,8 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+#define SHUNT_SPIN_YIELD_NS 4000
+
 uint64_t shunt_now_ns(void)
 {
 	struct timespec ts;
@@ -47,11 +49,14 @@ void shunt_spin_accel(int (*ready)(void *), void *arg)
 	for (unsigned i = 1; !ready(arg); i++) {
 		shunt_cpu_relax();
 		if ((i & 63) == 0) {
-			if (shunt_now_ns() - t0 >= budget)
+			uint64_t spent = shunt_now_ns() - t0;
+			if (spent >= budget)
 				return;
-			/* With more runnable threads than cores, the peer we
-			 * wait for may be queued behind us. */
-			sched_yield();
+			/* A peer that answers does so within a few microseconds;
+			 * past that, with more runnable threads than cores, it
+			 * may be queued behind us: let it run. */
+			if (spent > SHUNT_SPIN_YIELD_NS)
+				sched_yield();
 		}
 	}
 }

@@ -148,7 +148,7 @@ static int spin_ready(void *p)
 
 /* Block until ev may be ready on c: spin, then sleep.  0 = look again;
  * -1 with errno EAGAIN (timeout) or EINTR. */
-static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
+static int wait_for(struct shm_conn *c, short ev, int opt, uint64_t *deadline)
 {
 	struct spin_arg a = {c, ev};
 	shunt_spin_accel(spin_ready, &a);
@@ -157,16 +157,24 @@ static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
 		return 0;
 	}
 	SHUNT_STAT_ADD(&c->base, sleeps, 1);
+	/* The socket's timeout, asked only now: a system call the spinning
+	 * path must not pay.  (UINT64_MAX: asked, none set.) */
+	if (!*deadline) {
+		*deadline = deadline_of(c, opt);
+		if (!*deadline)
+			*deadline = UINT64_MAX;
+	}
+	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
 	for (;;) {
 		struct pollfd p[3];
 		int timeout = -1;
-		if (deadline) {
+		if (dl) {
 			uint64_t now = shm_now_ms();
-			if (now >= deadline) {
+			if (now >= dl) {
 				errno = EAGAIN;
 				return -1;
 			}
-			timeout = (int)(deadline - now);
+			timeout = (int)(dl - now);
 		}
 		int n = shm_arm(&c->base, ev, p, &timeout);
 		if (shm_poll(&c->base, ev)) {
@@ -188,8 +196,8 @@ static int wait_for(struct shm_conn *c, short ev, uint64_t deadline)
 			errno = err;
 			return -1;
 		}
-		/* r == 0: our own slice or the caller's deadline ran out. */
-		if (deadline && shm_now_ms() >= deadline) {
+		/* r == 0: our own slice or the caller's dl ran out. */
+		if (dl && shm_now_ms() >= dl) {
 			errno = EAGAIN;
 			return -1;
 		}
@@ -220,8 +228,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	}
 	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
 	int peek = flags & MSG_PEEK, all = (flags & MSG_WAITALL) && !peek;
-	uint64_t deadline = 0;
-	int deadline_known = 0;
+	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[MAX_IOV];
 	m->msg_flags = 0;
 	m->msg_controllen = 0;
@@ -303,11 +310,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (!deadline_known) {
-			deadline = deadline_of(c, SO_RCVTIMEO);
-			deadline_known = 1;
-		}
-		if (wait_for(c, POLLIN, deadline) < 0)
+		if (wait_for(c, POLLIN, SO_RCVTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }
@@ -350,8 +353,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		return -1;
 	}
 	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
-	uint64_t deadline = 0;
-	int deadline_known = 0;
+	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[MAX_IOV];
 	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
 		return broken_pipe(flags);
@@ -396,11 +398,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (!deadline_known) {
-			deadline = deadline_of(c, SO_SNDTIMEO);
-			deadline_known = 1;
-		}
-		if (wait_for(c, POLLOUT, deadline) < 0)
+		if (wait_for(c, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }
