@@ -39,11 +39,15 @@ ringcpu=""; ((cpus >= 2)) && ringcpu="--cpu 0,1"
 pin() { if ((cpus >= 2)); then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# start_server MODE PORT CMD...: MODE plain|shm; waits until the port listens.
+# start_server MODE PORT CPU CMD...: MODE plain|shm, CPU to pin to or "-";
+# waits until the port listens.  The command itself is the background job
+# (not a shell function), so $! is the server and stop_server stops it.
 start_server() {
-	local mode=$1 port=$2; shift 2
-	if [[ $mode == shm ]]; then LD_PRELOAD=$lib "$@" >/dev/null 2>&1 &
-	else "$@" >/dev/null 2>&1 & fi
+	local mode=$1 port=$2 cpu=$3 pre=()
+	shift 3
+	[[ $cpu != - ]] && ((cpus >= 2)) && pre=(taskset -c "$cpu")
+	if [[ $mode == shm ]]; then LD_PRELOAD=$lib "${pre[@]}" "$@" >/dev/null 2>&1 &
+	else "${pre[@]}" "$@" >/dev/null 2>&1 & fi
 	pids+=($!)
 	for _ in $(seq 1 500); do
 		ss -ltn "sport = :$port" | grep -q LISTEN && return 0
@@ -61,7 +65,7 @@ add() { R[$1,$2]="${R[$1,$2]:-} $3"; }
 tcp_round() {
 	local mode=$1 port out
 	port=$(free_port)
-	start_server "$mode" "$port" pin 0 "$tcpb" server --port "$port"
+	start_server "$mode" "$port" 0 "$tcpb" server --port "$port"
 	out=$(client "$mode" pin 1 "$tcpb" client --host 127.0.0.1 --port "$port" --mode pingpong --size 64 --iters "$iters" --warmup 2000)
 	add pp_p50 "$mode" "$(field p50_us <<<"$out")"
 	add pp_p99 "$mode" "$(field p99_us <<<"$out")"
@@ -76,7 +80,7 @@ tcp_round() {
 redis_round() {
 	local mode=$1 port out
 	port=$(free_port)
-	start_server "$mode" "$port" redis-server --port "$port" --save '' --appendonly no --dir "$tmp"
+	start_server "$mode" "$port" - redis-server --port "$port" --save '' --appendonly no --dir "$tmp"
 	out=$(client "$mode" redis-benchmark -p "$port" -n "$reqs" -c 10 -t get,set --csv -q)
 	add redis_set "$mode" "$(awk -F'"' '/^"SET"/ {print $4}' <<<"$out")"
 	add redis_get "$mode" "$(awk -F'"' '/^"GET"/ {print $4}' <<<"$out")"
@@ -88,7 +92,7 @@ redis_round() {
 sockperf_round() {
 	local mode=$1 port out
 	port=$(free_port)
-	start_server "$mode" "$port" pin 0 sockperf server --tcp -i 127.0.0.1 -p "$port"
+	start_server "$mode" "$port" 0 sockperf server --tcp -i 127.0.0.1 -p "$port"
 	out=$(client "$mode" pin 1 sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -t "$dur" -m 64 2>&1 || true)
 	add sockperf_p50 "$mode" "$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' <<<"$out" | head -1)"
 	stop_server
@@ -138,7 +142,7 @@ while True:
             if d: key.fileobj.sendall(d)
             else: sel.unregister(key.fileobj); key.fileobj.close()
 EOF
-	start_server shm "$port" python3 "$tmp/idle_server.py" "$port"
+	start_server shm "$port" - python3 "$tmp/idle_server.py" "$port"
 	out=$(LD_PRELOAD=$lib python3 "$tmp/idle.py" "$port" 100 "$((quick ? 2 : 5))" "${pids[-1]}")
 	stop_server
 	field idle_cpu_pct <<<"$out"
