@@ -331,8 +331,8 @@ t_churn() {
 # earlier connection is in TIME_WAIT, while a plain connect() can (loopback,
 # tcp_tw_reuse=2).  In a private namespace with 5,000 ephemeral ports, 5,000
 # short connections leave most client ports in TIME_WAIT (fewer free than
-# needed next); then 1,500 more connections between shunt processes must all
-# succeed, as 1,500 plain ones do, with the same bytes.  A client that finds
+# needed next); then 1,800 more connections between shunt processes must all
+# succeed, as 1,800 plain ones do, with the same bytes.  A client that finds
 # no port to bind takes the kernel path and says so (bind-failed); every
 # connection is either on shm at both ends or on the kernel path for that
 # reason.
@@ -341,7 +341,7 @@ t_portchurn() {
 		note "SKIP portchurn: needs root for a private network namespace"
 		return 0
 	fi
-	local fill=5000 n=1500 tw
+	local fill=5000 n=1800 tw
 	new_netns
 	ip netns exec "$NETNS" sysctl -qw net.ipv4.ip_local_port_range="40000 44999" ||
 		die "cannot set the port range in $NETNS"
