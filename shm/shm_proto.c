@@ -21,7 +21,7 @@ int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
 	return 0;
 }
 
-static int put_addr(uint8_t out[16], uint16_t *port, const struct sockaddr *sa)
+int shm_addr16(const struct sockaddr *sa, uint8_t out[16], uint16_t *port)
 {
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)sa;
@@ -44,7 +44,7 @@ int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
 		   const struct sockaddr *server)
 {
 	memset(t, 0, sizeof *t);
-	return put_addr(t->caddr, &t->cport, client) || put_addr(t->saddr, &t->sport, server)
+	return shm_addr16(client, t->caddr, &t->cport) || shm_addr16(server, t->saddr, &t->sport)
 		       ? -1
 		       : 0;
 }

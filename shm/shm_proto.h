@@ -66,6 +66,10 @@ int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
 /* Key for file names: 16 hex digits hashed from the tuple. */
 void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len);
 
+/* An IP address as 16 bytes (IPv4 as IPv4-mapped IPv6) and a host-order
+ * port.  -1 if sa is not AF_INET or AF_INET6. */
+int shm_addr16(const struct sockaddr *sa, uint8_t out[16], uint16_t *port);
+
 /* Fill a tuple from two socket addresses (client, server). -1 if not IP. */
 int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
 		   const struct sockaddr *server);

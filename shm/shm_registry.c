@@ -35,26 +35,6 @@ static void hex16(const uint8_t a[16], char out[33])
 	out[32] = 0;
 }
 
-/* IPv4 as mapped IPv6; returns port, fills addr. */
-static int to16(const struct sockaddr *sa, uint8_t a[16], unsigned *port)
-{
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)sa;
-		memset(a, 0, 10);
-		a[10] = a[11] = 0xff;
-		memcpy(a + 12, &in->sin_addr, 4);
-		*port = ntohs(in->sin_port);
-		return 0;
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)sa;
-		memcpy(a, &in6->sin6_addr, 16);
-		*port = ntohs(in6->sin6_port);
-		return 0;
-	}
-	return -1;
-}
-
 static int is_any(const uint8_t a[16])
 {
 	static const uint8_t any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
@@ -129,10 +109,10 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	uint8_t a[16];
-	unsigned port;
+	uint16_t port;
 	l->nlocks = 0;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    to16((struct sockaddr *)&ss, a, &port) < 0)
+	    shm_addr16((struct sockaddr *)&ss, a, &port) < 0)
 		return -1;
 	add(rundir, l, a, port);
 	if (is_any(a)) {
@@ -149,9 +129,9 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 				if (!(fam == AF_INET && !(ss.ss_family == AF_INET6 && v6only)) &&
 				    !(fam == AF_INET6 && ss.ss_family == AF_INET6))
 					continue;
-				unsigned dummy;
+				uint16_t dummy;
 				uint8_t ia[16];
-				if (to16(i->ifa_addr, ia, &dummy) == 0 && !is_loopback(ia))
+				if (shm_addr16(i->ifa_addr, ia, &dummy) == 0 && !is_loopback(ia))
 					add(rundir, l, ia, port);
 			}
 			freeifaddrs(ifs);
@@ -207,9 +187,9 @@ static int live(const char *rundir, const char *name)
 int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 {
 	uint8_t a[16];
-	unsigned port;
+	uint16_t port;
 	char name[80];
-	if (to16(dst, a, &port) < 0)
+	if (shm_addr16(dst, a, &port) < 0)
 		return 0;
 	entry_name(name, sizeof name, a, port);
 	if (live(rundir, name))
