@@ -41,6 +41,8 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "bench_util.h"
+
 #define PROG "shunt-tcpbench"
 #define MAGIC 0x53544231u          /* "STB1" */
 #define MODE_PINGPONG 1u
@@ -63,12 +65,6 @@ static void err(const char *fmt, ...)
 	va_end(ap);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- I/O helpers: full transfers, EINTR retried ------------------------ */
 
@@ -117,35 +113,6 @@ static void set_nodelay(int fd)
 
 /* ---- argument parsing --------------------------------------------------- */
 
-static int parse_u64(const char *s, uint64_t *out, int suffixes)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	if (suffixes && *end) {
-		unsigned shift = 0;
-		switch (*end) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
-		default: return -1;
-		}
-		end++;
-		if (*end == 'i' || *end == 'B')   /* KiB, KB, k */
-			end++;
-		if (*end == 'B')
-			end++;
-		if (v > (UINT64_MAX >> shift))
-			return -1;
-		v <<= shift;
-	}
-	if (*end)
-		return -1;
-	*out = v;
-	return 0;
-}
 
 /* ---- server ------------------------------------------------------------- */
 
@@ -350,22 +317,7 @@ static int connect_to(const char *host, const char *port)
 	return fd;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
 
-/* nearest-rank percentile of sorted v[0..n) */
-static double pct_us(const uint32_t *v, size_t n, double p)
-{
-	size_t rank = (size_t)(p * (double)n + 0.999999999);
-	if (rank < 1)
-		rank = 1;
-	if (rank > n)
-		rank = n;
-	return v[rank - 1] / 1000.0;
-}
 
 /* One round trip; 0 or -1.  The first 8 bytes carry seq. */
 static int round_trip(int fd, char *out, char *in, uint32_t size, uint64_t seq)
