@@ -18,14 +18,53 @@ static inline int nb(const struct shunt_conn *c, int flags)
 	return __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED) ? flags | MSG_DONTWAIT : flags;
 }
 
+/* The kernel path counts for `shunt stat` too: into the slot of the number
+ * the connection was decided on (a dup's number is not counted), after the
+ * call, with plain stores to this process's own slot.  Other fds (files,
+ * pipes, undecided sockets) have no slot: one more load. */
+static inline ssize_t kernel_count(struct shunt_fd *e, ssize_t r, int out)
+{
+	struct shunt_stat_slot *s;
+	if (e && r > 0 && (s = __atomic_load_n(&e->stat, __ATOMIC_RELAXED))) {
+		shunt_stat_add(out ? &s->bytes_out : &s->bytes_in, (uint64_t)r);
+		shunt_stat_add(out ? &s->calls_out : &s->calls_in, 1);
+	}
+	return r;
+}
+
+#define kernel_in(e, r) kernel_count(e, r, 0)
+#define kernel_out(e, r) kernel_count(e, r, 1)
+/* recv* (flags in scope): peeked bytes are read again, and counted then. */
+static inline ssize_t kernel_recv_flags(struct shunt_fd *e, ssize_t r, int flags)
+{
+	if (!(flags & MSG_PEEK))
+		kernel_count(e, r, 0);
+	return r;
+}
+
+#define kernel_recv(e, r) kernel_recv_flags(e, r, flags)
+
+/* recvmmsg/sendmmsg return messages; the bytes are in v[i].msg_len. */
+static inline int kernel_mmsg(struct shunt_fd *e, int r, const struct mmsghdr *v, int out)
+{
+	for (int i = 0; e && e->stat && i < r; i++)
+		kernel_count(e, v[i].msg_len, out);
+	return r;
+}
+
+#define kernel_mmsg_in(e, r) ((flags) & MSG_PEEK ? (r) : kernel_mmsg(e, r, v, 0))
+#define kernel_mmsg_out(e, r) kernel_mmsg(e, r, v, 1)
+
 /* The fast path, and the reference a call on an accelerated fd holds for
  * its whole length (close() from another thread must not free what this
- * call is using).  Declares e and c, or returns libc's answer. */
-#define ACCEL_OR_REAL(call)                                                     \
-	struct shunt_fd *e = shunt_fd_accel(fd);                                \
+ * call is using).  Declares e and c, or returns libc's answer, counted by
+ * count(e, r). */
+#define ACCEL_OR_REAL(count, call, ...)                                         \
+	struct shunt_fd *e = shunt_fd_peek(fd);                                 \
 	struct shunt_conn *c;                                                   \
-	if (likely(!e) || !(c = shunt_conn_get(e)))                             \
-		return REAL(call)
+	if (likely(!e) || shunt_fd_kind(e) != SHUNT_FD_ACCEL ||                 \
+	    !(c = shunt_conn_get(e)))                                           \
+		return count(e, REAL(call)(__VA_ARGS__))
 
 static ssize_t done(struct shunt_conn *c, ssize_t r)
 {
@@ -51,7 +90,7 @@ static ssize_t accel_send(struct shunt_conn *c, const void *b, size_t n, int fla
 
 SHUNT_EXPORT ssize_t read(int fd, void *b, size_t n)
 {
-	ACCEL_OR_REAL(read)(fd, b, n);
+	ACCEL_OR_REAL(kernel_in, read, fd, b, n);
 	return accel_recv(c, b, n, 0);
 }
 
@@ -64,14 +103,14 @@ SHUNT_EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t size)
 
 SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 {
-	ACCEL_OR_REAL(readv)(fd, v, n);
+	ACCEL_OR_REAL(kernel_in, readv, fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
 	return done(c, c->ops->recvmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
 {
-	ACCEL_OR_REAL(recv)(fd, b, n, flags);
+	ACCEL_OR_REAL(kernel_recv, recv, fd, b, n, flags);
 	return accel_recv(c, b, n, flags);
 }
 
@@ -85,7 +124,7 @@ SHUNT_EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t size, int flag
 SHUNT_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags,
 			      struct sockaddr *sa, socklen_t *len)
 {
-	ACCEL_OR_REAL(recvfrom)(fd, b, n, flags, sa, len);
+	ACCEL_OR_REAL(kernel_recv, recvfrom, fd, b, n, flags, sa, len);
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_name = sa, .msg_namelen = len ? *len : 0,
 			   .msg_iov = &v, .msg_iovlen = 1};
@@ -105,14 +144,14 @@ SHUNT_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t size, int 
 
 SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	ACCEL_OR_REAL(recvmsg)(fd, m, flags);
+	ACCEL_OR_REAL(kernel_recv, recvmsg, fd, m, flags);
 	return done(c, c->ops->recvmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 			  struct timespec *t)
 {
-	ACCEL_OR_REAL(recvmmsg)(fd, v, n, flags, t);
+	ACCEL_OR_REAL(kernel_mmsg_in, recvmmsg, fd, v, n, flags, t);
 	/* On a stream each message is one recvmsg; only the first may block,
 	 * as with MSG_WAITFORONE. */
 	unsigned i;
@@ -130,40 +169,40 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 
 SHUNT_EXPORT ssize_t write(int fd, const void *b, size_t n)
 {
-	ACCEL_OR_REAL(write)(fd, b, n);
+	ACCEL_OR_REAL(kernel_out, write, fd, b, n);
 	return accel_send(c, b, n, 0);
 }
 
 SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
 {
-	ACCEL_OR_REAL(writev)(fd, v, n);
+	ACCEL_OR_REAL(kernel_out, writev, fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
 	return done(c, c->ops->sendmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
 {
-	ACCEL_OR_REAL(send)(fd, b, n, flags);
+	ACCEL_OR_REAL(kernel_out, send, fd, b, n, flags);
 	return accel_send(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags,
 			    const struct sockaddr *sa, socklen_t len)
 {
-	ACCEL_OR_REAL(sendto)(fd, b, n, flags, sa, len);
+	ACCEL_OR_REAL(kernel_out, sendto, fd, b, n, flags, sa, len);
 	/* A connected TCP socket ignores the address, as the kernel does. */
 	return accel_send(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	ACCEL_OR_REAL(sendmsg)(fd, m, flags);
+	ACCEL_OR_REAL(kernel_out, sendmsg, fd, m, flags);
 	return done(c, c->ops->sendmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
-	ACCEL_OR_REAL(sendmmsg)(fd, v, n, flags);
+	ACCEL_OR_REAL(kernel_mmsg_out, sendmmsg, fd, v, n, flags);
 	unsigned i;
 	for (i = 0; i < n; i++) {
 		ssize_t r = c->ops->sendmsg(c, &v[i].msg_hdr, nb(c, flags));
@@ -187,14 +226,16 @@ SHUNT_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
 	kernel_only(out);
 	kernel_only(in);
-	return REAL(sendfile)(out, in, off, n);
+	ssize_t r = REAL(sendfile)(out, in, off, n);
+	return kernel_out(shunt_fd_peek(out), r);
 }
 
 SHUNT_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 {
 	kernel_only(out);
 	kernel_only(in);
-	return REAL(sendfile64)(out, in, off, n);
+	ssize_t r = REAL(sendfile64)(out, in, off, n);
+	return kernel_out(shunt_fd_peek(out), r);
 }
 
 SHUNT_EXPORT ssize_t splice(int in, loff_t *oin, int out, loff_t *oout, size_t n,
@@ -202,5 +243,7 @@ SHUNT_EXPORT ssize_t splice(int in, loff_t *oin, int out, loff_t *oout, size_t n
 {
 	kernel_only(out);
 	kernel_only(in);
-	return REAL(splice)(in, oin, out, oout, n, fl);
+	ssize_t r = REAL(splice)(in, oin, out, oout, n, fl);
+	kernel_in(shunt_fd_peek(in), r);
+	return kernel_out(shunt_fd_peek(out), r);
 }

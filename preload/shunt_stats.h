@@ -1,12 +1,17 @@
 /* Per-process connection counters in shared memory, for `shunt stat`.
  *
  * Each process that makes a decision creates <rundir>/s/<pid>: a header
- * (program, totals by transport and by fallback reason) and a table of
- * slots, one per open connection.  Only the owning process writes its file,
+ * (program, decisions by transport, fallbacks by reason, totals of closed
+ * connections) and a table of slots, one per open connection.  Only the owning process writes its file,
  * and each connection end writes only its own slot, so counting costs no
  * system call and shares no cache line with the peer.  Readers (shunt stat)
  * map the file read-only; the process holds flock(LOCK_SH) on it for its
- * life, so a reader that can take LOCK_EX knows the file is stale. */
+ * life, so a reader that can take LOCK_EX knows the file is stale (the
+ * magic is written after the lock is taken: a file without it may be in
+ * creation).  A slot's gen is odd while the owner opens or demotes it and
+ * while it is free; a reader copies the slot between two equal, even,
+ * non-zero reads of gen (a seqlock), each counter with one atomic load.
+ * tools/stats_read.c is the reader. */
 #ifndef SHUNT_STATS_H
 #define SHUNT_STATS_H
 
@@ -14,12 +19,16 @@
 #include <sys/socket.h>
 
 #define SHUNT_STATS_MAGIC 0x54415453u /* "STAT" */
-#define SHUNT_STATS_VERSION 1u
+#define SHUNT_STATS_VERSION 2u
 #define SHUNT_STATS_SLOTS 4096u
 #define SHUNT_STATS_REASONS 32u
+#define SHUNT_STATS_TRANSPORTS 4u /* indexed by enum shunt_transport */
 
 struct shunt_stat_slot {
 	uint32_t used;       /* 0 free, 1 in use; CAS by the owner */
+	uint32_t gen;        /* odd while the owner changes what the slot is
+				(open, demotion) and while it is free;
+				0 never used.  Readers take even, non-0. */
 	int32_t fd;
 	uint8_t transport;   /* enum shunt_transport of the path taken */
 	uint8_t role;        /* enum shunt_role */
@@ -41,17 +50,39 @@ struct shunt_stats_file {
 	char prog[64];
 	uint64_t start_ns;                        /* CLOCK_REALTIME */
 	uint32_t nslots, slot_size;
-	uint64_t conns[4];                        /* decided, by enum shunt_transport */
+	uint64_t conns[SHUNT_STATS_TRANSPORTS];   /* decided, by enum shunt_transport */
 	uint64_t fallbacks[SHUNT_STATS_REASONS];  /* kernel path, by reason */
+	/* Connections closed so far, by the transport they ended on, and what
+	 * they moved: with the open slots, the process's totals. */
+	struct shunt_stat_sum {
+		uint64_t conns, bytes_in, bytes_out, calls_in, calls_out;
+	} closed[SHUNT_STATS_TRANSPORTS];
 	struct shunt_stat_slot slots[] __attribute__((aligned(64)));
 };
+
+/* Counters are written by their own process only: relaxed single-copy
+ * updates, no locked instruction on the data path.  Two threads racing on
+ * one connection may lose a count, never corrupt one. */
+static inline void shunt_stat_add(uint64_t *p, uint64_t n)
+{
+	__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 /* A slot for a connection just decided, or a process-private dummy when no
  * stats file can be had (counters then go nowhere).  Never NULL. */
 struct shunt_stat_slot *shunt_stats_open(int fd, int role, int transport, int reason,
 					 const struct sockaddr *peer, socklen_t plen);
+/* The connection is closed: its counters join the header's closed totals
+ * and the slot is free.  A slot of another process (inherited by fork and
+ * not re-homed) is left alone. */
 void shunt_stats_close(struct shunt_stat_slot *s);
 /* A demoted connection: the slot now says kernel, with the reason. */
 void shunt_stats_demoted(struct shunt_stat_slot *s, int reason);
+/* In a child after fork: the parent's file and its lock stay the parent's;
+ * the child gets its own file when it needs one. */
+void shunt_stats_after_fork_child(void);
+/* A connection inherited from the parent: a slot in this process's file with
+ * the same identity and counters from zero (the parent keeps its slot). */
+struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *parent);
 
 #endif

@@ -1,0 +1,33 @@
+/* Where the runtime directory is: the choice, without the I/O.
+ *
+ * Shared by libshunt.so (which creates the directory) and the shunt tool and
+ * shuntd (which only read it), so that both always agree on one place.  The
+ * callers do the file-system calls and hand the answers in. */
+#ifndef SHUNT_RUNDIR_PATH_H
+#define SHUNT_RUNDIR_PATH_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+/* <rundir>/o/<16 hex>.cw must fit a Unix socket path (108 bytes). */
+#define SHUNT_RUNDIR_MAX 80
+#define SHUNT_RUNDIR_CANDIDATES 3
+#define SHUNT_RUNDIR_SUBDIRS "los" /* l/ registry, o/ offers, s/ statistics */
+
+/* The directories to try, most preferred first, into out[i] (each
+ * SHUNT_RUNDIR_MAX + 1 bytes): the configured one alone when set; else
+ * /run/shunt when euid is 0 and /run is memory-backed, /dev/shm/shunt-$UID,
+ * /tmp/shunt-$UID.  Returns how many (0 when the configured one is too long). */
+int shunt_rundir_candidates(const char *configured, unsigned euid, int run_in_memory,
+			    char out[SHUNT_RUNDIR_CANDIDATES][SHUNT_RUNDIR_MAX + 1]);
+
+/* 1 when a directory (lstat result) may be part of euid's rundir: a
+ * directory, owned by euid, not writable by others (no one else can plant
+ * offers or registry entries in it). */
+int shunt_rundir_acceptable(const struct stat *st, unsigned euid);
+
+/* 1 when a statfs f_type is tmpfs or ramfs: rings live in the rundir, and a
+ * ring on disk would be written back to it. */
+int shunt_fs_in_memory(unsigned long f_type);
+
+#endif

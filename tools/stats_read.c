@@ -1,0 +1,310 @@
+/* Reading <rundir>/s/<pid> (see stats_read.h). */
+#include "stats_read.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/shunt_config.h"
+#include "config/shunt_rundir_path.h"
+#include "preload/shunt_reason.h"
+
+/* A file without a header this old is not one being created: stale. */
+#define CREATING_GRACE_S 10
+/* A slot changing under the reader this many times in a row is skipped for
+ * this sample rather than waited for. */
+#define COPY_TRIES 1000
+
+typedef uint64_t __attribute__((may_alias)) word_t;
+
+static const char *getenv_const(const char *name)
+{
+	return getenv(name);
+}
+
+int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+	if (override) {
+		/* Named by the user (root looking at another user's rundir
+		 * included): only that it is there. */
+		if (stat(override, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "rundir %s: %s", override,
+				 errno ? strerror(errno) : "not a directory");
+			return -1;
+		}
+		snprintf(out, outlen, "%s", override);
+		return 0;
+	}
+	static struct shunt_config c;
+	char cerr[SHUNT_ERR_MAX];
+	if (shunt_config_load(&c, getenv_const, cerr, sizeof cerr) < 0) {
+		snprintf(err, errlen, "%s", cerr);
+		return -1;
+	}
+	struct statfs fs;
+	int run_mem = statfs("/run", &fs) == 0 && shunt_fs_in_memory((unsigned long)fs.f_type);
+	char cand[SHUNT_RUNDIR_CANDIDATES][SHUNT_RUNDIR_MAX + 1];
+	unsigned euid = (unsigned)geteuid();
+	int n = shunt_rundir_candidates(c.rundir, euid, run_mem, cand);
+	if (n == 0) {
+		snprintf(err, errlen, "rundir %s is longer than %d bytes", c.rundir,
+			 SHUNT_RUNDIR_MAX);
+		return -1;
+	}
+	/* The library takes the first candidate it can make its own; the
+	 * ones before it are absent or not acceptable, so the first one that
+	 * exists and is acceptable is the library's. */
+	for (int i = 0; i < n; i++) {
+		char sub[SHUNT_STATS_DIR_MAX + 4];
+		snprintf(sub, sizeof sub, "%s/s", cand[i]);
+		if (lstat(cand[i], &st) == 0 && shunt_rundir_acceptable(&st, euid) &&
+		    lstat(sub, &st) == 0 && shunt_rundir_acceptable(&st, euid)) {
+			snprintf(out, outlen, "%s", cand[i]);
+			return 0;
+		}
+	}
+	/* None yet: no process has counters; the first is where they will be. */
+	snprintf(out, outlen, "%s", cand[0]);
+	return 0;
+}
+
+static void copy_words(void *dst, const void *src, size_t bytes)
+{
+	word_t *d = dst;
+	const word_t *s = src;
+	for (size_t i = 0; i < bytes / sizeof(word_t); i++)
+		d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+}
+
+/* A consistent copy of one slot: 1 when it holds an open connection. */
+static int copy_slot(const struct shunt_stat_slot *src, struct shunt_stat_slot *dst)
+{
+	for (int t = 0; t < COPY_TRIES; t++) {
+		uint32_t g = __atomic_load_n(&src->gen, __ATOMIC_ACQUIRE);
+		if (g == 0)
+			return 0; /* never set up */
+		if (g & 1) {
+			/* Being changed, or free since its close. */
+			if (!__atomic_load_n(&src->used, __ATOMIC_RELAXED))
+				return 0;
+			continue;
+		}
+		if (!__atomic_load_n(&src->used, __ATOMIC_RELAXED))
+			return 0;
+		copy_words(dst, src, sizeof *dst);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->gen, __ATOMIC_RELAXED) == g)
+			return dst->used != 0 && dst->gen == g;
+	}
+	return 0;
+}
+
+/* 1 stale (owner gone), 0 live, -1 neither (not readable, being created). */
+static int staleness(int fd, const struct stat *st)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? 0 : -1;
+	/* Free lock: the owner died, or is between creating the file and
+	 * locking it.  The magic is written after the lock is taken. */
+	uint32_t magic = 0;
+	if (pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+	    magic == SHUNT_STATS_MAGIC)
+		return 1;
+	return time(NULL) - st->st_mtime > CREATING_GRACE_S ? 1 : -1;
+}
+
+static int remove_stale(const char *path, int fd, const struct stat *st)
+{
+	/* Only the file we found stale: a new process with the same pid may
+	 * have replaced it since. */
+	struct stat now;
+	if (lstat(path, &now) == 0 && now.st_ino == st->st_ino && now.st_dev == st->st_dev)
+		return unlink(path) == 0;
+	(void)fd;
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads one mapped file into p (p->conns has room for nslots). */
+static int read_file(const struct shunt_stats_file *f, size_t size, struct shunt_proc_snap *p,
+		     size_t room)
+{
+	size_t hdr = offsetof(struct shunt_stats_file, slots);
+	if (size < hdr || f->magic != SHUNT_STATS_MAGIC || f->version != SHUNT_STATS_VERSION ||
+	    f->slot_size != sizeof(struct shunt_stat_slot) ||
+	    (size - hdr) / sizeof(struct shunt_stat_slot) < f->nslots)
+		return -1;
+	copy_words(&p->hdr, f, hdr);
+	p->hdr.prog[sizeof p->hdr.prog - 1] = 0;
+	p->nconns = 0;
+	unsigned n = f->nslots;
+	for (unsigned i = 0; i < n && p->nconns < room; i++) {
+		if (!__atomic_load_n(&f->slots[i].used, __ATOMIC_RELAXED))
+			continue;
+		struct shunt_conn_snap *c = &p->conns[p->nconns];
+		if (copy_slot(&f->slots[i], &c->s)) {
+			c->slot = i;
+			p->nconns++;
+		}
+	}
+	p->mono_ns = mono_ns();
+	return 0;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+	return (x > y) - (x < y);
+}
+
+int shunt_stats_scan(const char *rundir, int flags,
+		     int (*fn)(const struct shunt_proc_snap *p, void *arg), void *arg,
+		     unsigned *removed)
+{
+	char dir[SHUNT_STATS_DIR_MAX + 4], path[SHUNT_STATS_DIR_MAX + 32];
+	if (removed)
+		*removed = 0;
+	snprintf(dir, sizeof dir, "%s/s", rundir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	/* Names first, then files in pid order: stable output. */
+	size_t n = 0, cap = 0;
+	long *pids = NULL;
+	for (struct dirent *de; (de = readdir(d));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || pid <= 0)
+			continue;
+		if (n == cap) {
+			long *np = realloc(pids, (cap = cap ? cap * 2 : 64) * sizeof *pids);
+			if (!np)
+				break;
+			pids = np;
+		}
+		pids[n++] = pid;
+	}
+	closedir(d);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(pids, n, sizeof *pids, by_pid);
+
+	struct shunt_proc_snap p;
+	size_t room = SHUNT_STATS_SLOTS;
+	p.conns = malloc(room * sizeof *p.conns);
+	if (!p.conns) {
+		free(pids);
+		errno = ENOMEM;
+		return -1;
+	}
+	int count = 0;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%ld", dir, pids[i]);
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat st;
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			continue;
+		}
+		int stale = staleness(fd, &st);
+		if (stale != 0) {
+			if (stale > 0 && (flags & SHUNT_SCAN_CLEAN) && remove_stale(path, fd, &st) &&
+			    removed)
+				(*removed)++;
+			close(fd);
+			continue;
+		}
+		size_t size = (size_t)st.st_size;
+		const struct shunt_stats_file *f =
+			size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+		close(fd);
+		if (f == MAP_FAILED)
+			continue;
+		if (f->nslots > room) {
+			struct shunt_conn_snap *nc = realloc(p.conns, f->nslots * sizeof *nc);
+			if (nc) {
+				p.conns = nc;
+				room = f->nslots;
+			}
+		}
+		int ok = read_file(f, size, &p, room) == 0;
+		munmap((void *)f, size);
+		if (ok) {
+			count++;
+			if (fn(&p, arg))
+				break;
+		}
+	}
+	free(p.conns);
+	free(pids);
+	return count;
+}
+
+void shunt_stats_totals(const struct shunt_proc_snap *p,
+			struct shunt_stat_sum out[SHUNT_STATS_TRANSPORTS])
+{
+	memcpy(out, p->hdr.closed, sizeof p->hdr.closed);
+	for (unsigned i = 0; i < p->nconns; i++) {
+		const struct shunt_stat_slot *s = &p->conns[i].s;
+		struct shunt_stat_sum *t = &out[s->transport % SHUNT_STATS_TRANSPORTS];
+		t->conns++;
+		t->bytes_in += s->bytes_in;
+		t->bytes_out += s->bytes_out;
+		t->calls_in += s->calls_in;
+		t->calls_out += s->calls_out;
+	}
+}
+
+static const char *const reason_names[] = {
+#define NAME(id, name) [SHUNT_R_##id] = name,
+	SHUNT_REASONS(NAME)
+#undef NAME
+};
+
+const char *shunt_stats_reason_name(unsigned reason)
+{
+	return reason < SHUNT_R_COUNT ? reason_names[reason] : "?";
+}
+
+const char *shunt_stats_transport_name(unsigned transport)
+{
+	return transport <= SHUNT_TP_KERNEL ? shunt_transport_name((enum shunt_transport)transport)
+					    : "?";
+}
+
+const char *shunt_stats_role_name(unsigned role)
+{
+	return role <= SHUNT_ROLE_SERVER ? shunt_role_name((enum shunt_role)role) : "?";
+}
+
+void shunt_stats_format_addr(const uint8_t a[16], uint16_t port, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	char ip[INET6_ADDRSTRLEN];
+	if (!memcmp(a, mapped, sizeof mapped)) {
+		inet_ntop(AF_INET, a + 12, ip, sizeof ip);
+		snprintf(buf, len, "%s:%u", ip, port);
+	} else {
+		inet_ntop(AF_INET6, a, ip, sizeof ip);
+		snprintf(buf, len, "[%s]:%u", ip, port);
+	}
+}
