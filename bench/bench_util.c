@@ -1,6 +1,8 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -55,4 +57,33 @@ double pct_us(const uint32_t *v, size_t n, double p)
 	if (rank > n)
 		rank = n;
 	return v[rank - 1] / 1000.0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double median_d(double *v, size_t n)
+{
+	if (!n)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void print_cdf(uint32_t size, const uint32_t *v, size_t n)
+{
+	/* every 2.5 % for the body, then the tail a log plot of it shows */
+	static const double tail[] = { 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0 };
+	if (!n)
+		return;
+	printf("cdf size=%u points=0:%.3f", size, v[0] / 1000.0);
+	for (int i = 1; i <= 39; i++)
+		printf(",%.3f:%.3f", i / 40.0, pct_us(v, n, i / 40.0));
+	printf(",0.98:%.3f", pct_us(v, n, 0.98));
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		printf(",%g:%.3f", tail[i], pct_us(v, n, tail[i]));
+	printf("\n");
 }

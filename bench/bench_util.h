@@ -19,4 +19,14 @@ int cmp_u32(const void *a, const void *b);
 /* Nearest-rank percentile p (0..1) of sorted nanoseconds v[0..n), in us. */
 double pct_us(const uint32_t *v, size_t n, double p);
 
+/* Median of v[0..n) (sorts v); NAN when n is 0. */
+double median_d(double *v, size_t n);
+
+/* The latency distribution of sorted nanoseconds v[0..n) as one line on
+ * stdout, for plots (shunt bench --plot):
+ *   cdf size=SIZE points=Q:US,Q:US,...
+ * Q a cumulative fraction, US its nearest-rank latency; fixed fractions,
+ * denser in the tail, the last one the maximum (Q=1). */
+void print_cdf(uint32_t size, const uint32_t *v, size_t n);
+
 #endif

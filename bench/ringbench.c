@@ -1,8 +1,8 @@
 /* shunt-ringbench: the raw limit of the shared-memory ring, i.e. what
  * shunt's shm transport is measured against.
  *
- *   shunt-ringbench pingpong [--size BYTES] [--iters N] [--warmup N]
- *                            [--ring BYTES] [--cpu A,B]
+ *   shunt-ringbench pingpong [--size BYTES] (--duration SEC | --iters N)
+ *                            [--warmup N] [--ring BYTES] [--cpu A,B] [--cdf]
  *   shunt-ringbench stream   [--size BYTES] (--duration SEC | --iters N)
  *                            [--ring BYTES] [--cpu A,B]
  *
@@ -24,6 +24,7 @@
  *             time runs from the first write to the count.
  *   --ring    bytes per ring, a power of two (default 1 MiB)
  *   --cpu A,B pin the parent to CPU A and the child to CPU B
+ *   --cdf     pingpong: also print the latency distribution (bench_util.h)
  *
  * Output, one machine-readable line on stdout (the shunt-tcpbench format):
  *   pingpong size=64 iters=N p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=...
@@ -355,8 +356,14 @@ static int round_trip(struct end *e, char *out, char *in, uint32_t size, uint64_
 }
 
 static int client_pingpong(struct end *e, uint32_t size, uint64_t iters,
-			   uint64_t warmup)
+			   double duration, uint64_t warmup, int cdf)
 {
+	if (duration > 0) {
+		/* at most ten round trips per microsecond, at most 32M samples
+		 * (128 MiB): a longer run ends when they are taken */
+		double c = duration * 1e7;
+		iters = c > (double)(1u << 25) ? 1u << 25 : (uint64_t)c + 1;
+	}
 	char *out = malloc(size), *in = malloc(size);
 	uint32_t *rtt = malloc(iters * sizeof(*rtt));
 	if (!out || !in || !rtt) {
@@ -374,11 +381,14 @@ static int client_pingpong(struct end *e, uint32_t size, uint64_t iters,
 	uint64_t seq = 0, n = 0;
 	for (uint64_t i = 0; i < warmup && rc == 0; i++)
 		rc = round_trip(e, out, in, size, seq++);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(),
+		 deadline = duration > 0 ? t0 + (uint64_t)(duration * 1e9) : 0;
 	while (rc == 0 && n < iters) {
 		rc = round_trip(e, out, in, size, seq++);
 		uint64_t t1 = now_ns(), d = t1 - t0;
 		rtt[n++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+		if (deadline && t1 >= deadline)
+			break;
 		t0 = t1;
 	}
 	shut_tx(e); /* the child sees the end and exits */
@@ -392,6 +402,8 @@ static int client_pingpong(struct end *e, uint32_t size, uint64_t iters,
 		       size, n, pct_us(rtt, n, 0.50), pct_us(rtt, n, 0.90),
 		       pct_us(rtt, n, 0.99), pct_us(rtt, n, 0.999),
 		       rtt[n - 1] / 1000.0, sum / (double)n / 1000.0);
+		if (cdf)
+			print_cdf(size, rtt, n);
 	}
 	free(out);
 	free(in);
@@ -491,8 +503,8 @@ static int pin(int cpu)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: " PROG " pingpong [--size BYTES] [--iters N] [--warmup N]\n"
-		"                       [--ring BYTES] [--cpu A,B]\n"
+		"usage: " PROG " pingpong [--size BYTES] (--duration SEC | --iters N)\n"
+		"                       [--warmup N] [--ring BYTES] [--cpu A,B] [--cdf]\n"
 		"       " PROG " stream [--size BYTES] (--duration SEC | --iters N)\n"
 		"                       [--ring BYTES] [--cpu A,B]\n");
 }
@@ -515,11 +527,12 @@ int main(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "ring", required_argument, NULL, 'r' },
 		{ "cpu", required_argument, NULL, 'c' },
+		{ "cdf", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t size = 0, iters = 0, warmup = 1000, ring = 1u << 20;
 	double duration = 0;
-	int have_iters = 0, cpu[2] = { -1, -1 }, o;
+	int have_iters = 0, cpu[2] = { -1, -1 }, cdf = 0, o;
 	char *end;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -565,6 +578,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'f':
+			cdf = 1;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -572,10 +588,6 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc) {
 		usage(stderr);
-		return 2;
-	}
-	if (pp && duration > 0) {
-		err("pingpong: --duration is not supported, use --iters");
 		return 2;
 	}
 	if (have_iters && duration > 0) {
@@ -628,7 +640,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (rc == 0)
-		rc = pp ? client_pingpong(&e, (uint32_t)size, iters, warmup)
+		rc = pp ? client_pingpong(&e, (uint32_t)size, iters, duration, warmup, cdf)
 			: client_stream(&e, (uint32_t)size, iters, duration);
 	else
 		shut_tx(&e);

@@ -1,14 +1,18 @@
 /* shunt-tcpbench: a plain TCP ping-pong / stream benchmark.
  *
- *   shunt-tcpbench server --port P [--bind ADDR] [--once]
- *   shunt-tcpbench client --host H --port P --mode pingpong|stream|connect
+ *   shunt-tcpbench server (--port P [--bind ADDR] | --unix PATH) [--once]
+ *   shunt-tcpbench client (--host H --port P | --unix PATH)
+ *                         --mode pingpong|stream|connect
  *                         --size BYTES (--duration SEC | --iters N) [--warmup N]
+ *                         [--cdf]
  *
  * Ordinary blocking sockets and read/write/recv/send, so that under
  * LD_PRELOAD=libshunt.so every data call goes through the interposed libc
  * functions.  The server handles connections one after the other (no fork,
  * no threads); it prints "listening PORT" on stdout once it accepts
- * connections (--port 0 picks a free port).
+ * connections (--port 0 picks a free port).  --unix runs the same protocol
+ * over a Unix domain stream socket (the reference shunt bench compares
+ * with; the server prints "listening PATH").
  *
  * Wire protocol (the benchmark's own, not shunt's): the client sends a
  * 16-byte header {magic, mode, size, 0} in network order.
@@ -23,6 +27,10 @@
  * Output, one machine-readable line on stdout:
  *   pingpong size=64 iters=N p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=...
  *   stream size=65536 bytes=... seconds=... gbps=... MBps=...
+ *   connect iters=N p50_us=... p99_us=... rate=...
+ * plus, with --cdf, a "cdf size=... points=Q:US,..." line (bench_util.h).
+ * connect mode: --iters is the number of connections (default 1000);
+ * with --duration as well, it stops at whichever comes first.
  * Exit status: 0 ok, 1 error, 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -37,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -53,6 +63,9 @@
 struct hdr {
 	uint32_t magic, mode, size, reserved;
 };
+
+/* Unix domain stream sockets instead of TCP (--unix): no TCP_NODELAY. */
+static int unix_mode;
 
 __attribute__((format(printf, 1, 2)))
 static void err(const char *fmt, ...)
@@ -107,6 +120,8 @@ static int write_full(int fd, const void *buf, size_t len, int use_send)
 static void set_nodelay(int fd)
 {
 	int one = 1;
+	if (unix_mode)
+		return;
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
 		err("TCP_NODELAY: %s", strerror(errno));
 }
@@ -228,41 +243,80 @@ static int listen_on(const char *bind_addr, const char *port)
 	return fd;
 }
 
+static int unix_addr(const char *path, struct sockaddr_un *sun)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	if (!path[0] || strlen(path) >= sizeof(sun->sun_path)) {
+		err("--unix: path empty or longer than %zu bytes", sizeof(sun->sun_path) - 1);
+		return -1;
+	}
+	strcpy(sun->sun_path, path);
+	return 0;
+}
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	if (unix_addr(path, &sun) != 0)
+		return -1;
+	/* a socket left by an earlier server; never remove anything else */
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+	    listen(fd, 16) != 0) {
+		err("server: listen on %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int server_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "port", required_argument, NULL, 'p' },
 		{ "bind", required_argument, NULL, 'b' },
+		{ "unix", required_argument, NULL, 'u' },
 		{ "once", no_argument, NULL, '1' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *port = NULL, *bind_addr = NULL;
+	const char *port = NULL, *bind_addr = NULL, *path = NULL;
 	int once = 0, o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'p': port = optarg; break;
 		case 'b': bind_addr = optarg; break;
+		case 'u': path = optarg; break;
 		case '1': once = 1; break;
 		default: return 2;
 		}
 	}
-	uint64_t pv;
-	if (!port || parse_u64(port, &pv, 0) || pv > 65535 || optind != argc) {
-		err("usage: " PROG " server --port P [--bind ADDR] [--once]");
+	uint64_t pv = 0;
+	if ((path ? port || bind_addr
+		  : !port || parse_u64(port, &pv, 0) || pv > 65535) || optind != argc) {
+		err("usage: " PROG " server (--port P [--bind ADDR] | --unix PATH) [--once]");
 		return 2;
 	}
+	unix_mode = path != NULL;
 
-	int lfd = listen_on(bind_addr, port);
+	int lfd = path ? listen_unix(path) : listen_on(bind_addr, port);
 	if (lfd < 0)
 		return 1;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	unsigned actual = (unsigned)pv;
-	if (getsockname(lfd, (struct sockaddr *)&ss, &sl) == 0)
+	if (!path && getsockname(lfd, (struct sockaddr *)&ss, &sl) == 0)
 		actual = ntohs(ss.ss_family == AF_INET6
 			       ? ((struct sockaddr_in6 *)&ss)->sin6_port
 			       : ((struct sockaddr_in *)&ss)->sin_port);
-	printf("listening %u\n", actual);
+	if (path)
+		printf("listening %s\n", path);
+	else
+		printf("listening %u\n", actual);
 	if (fflush(stdout) != 0) {
 		err("server: stdout: %s", strerror(errno));
 		return 1;
@@ -287,6 +341,51 @@ static int server_main(int argc, char **argv)
 }
 
 /* ---- client ------------------------------------------------------------- */
+
+/* Where the client connects: the first address of host:port, or the Unix
+ * socket path. */
+struct target {
+	struct sockaddr_storage ss;
+	socklen_t len;
+};
+
+static int resolve(const char *host, const char *port, const char *path,
+		   struct target *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (path) {
+		if (unix_addr(path, (struct sockaddr_un *)&t->ss) != 0)
+			return -1;
+		t->len = sizeof(struct sockaddr_un);
+		return 0;
+	}
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	int gai = getaddrinfo(host, port, &hints, &ai);
+	if (gai) {
+		err("client: %s:%s: %s", host, port, gai_strerror(gai));
+		return -1;
+	}
+	memcpy(&t->ss, ai->ai_addr, ai->ai_addrlen);
+	t->len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int connect_unix(const char *path)
+{
+	struct target t;
+	if (resolve(NULL, NULL, path, &t) != 0)
+		return -1;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&t.ss, t.len) != 0) {
+		err("client: connect %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
 
 static int connect_to(const char *host, const char *port)
 {
@@ -341,26 +440,27 @@ static int round_trip(int fd, char *out, char *in, uint32_t size, uint64_t seq)
 	return 0;
 }
 
-/* Connection setup: iters times connect + one 64-byte round trip + close,
- * the cost a short-lived client pays per connection. */
-static int client_connect(const char *host, const char *port, uint64_t iters)
+/* Connection setup: iters times (or until the deadline) connect + one
+ * 64-byte round trip + close, the cost a short-lived client pays per
+ * connection. */
+static int client_connect(const char *host, const char *port, const char *path,
+			  uint64_t iters, double duration)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai;
-	int gai = getaddrinfo(host, port, &hints, &ai);
-	if (gai) {
-		err("client: %s:%s: %s", host, port, gai_strerror(gai));
+	struct target t;
+	if (resolve(host, port, path, &t) != 0)
 		return -1;
-	}
 	uint32_t *lat = malloc(iters * sizeof(*lat));
 	char out[64], in[64];
 	struct hdr h = { htonl(MAGIC), htonl(MODE_PINGPONG), htonl(sizeof(out)), 0 };
 	int rc = 0;
-	uint64_t t_all = now_ns();
+	uint64_t t_all = now_ns(), n = 0,
+		 deadline = duration > 0 ? t_all + (uint64_t)(duration * 1e9) : 0;
 	for (uint64_t i = 0; lat && i < iters; i++) {
 		uint64_t t0 = now_ns();
-		int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-		if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+		if (deadline && t0 >= deadline)
+			break;
+		int fd = socket(t.ss.ss_family, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&t.ss, t.len) != 0 ||
 		    write_full(fd, &h, sizeof(h), 1) != 0 ||
 		    round_trip(fd, out, in, sizeof(out), i) != 0) {
 			err("client: connection %" PRIu64 ": %s", i, strerror(errno));
@@ -371,32 +471,33 @@ static int client_connect(const char *host, const char *port, uint64_t iters)
 		}
 		close(fd);
 		uint64_t d = now_ns() - t0;
-		lat[i] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+		lat[n++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 	}
 	double secs = (double)(now_ns() - t_all) / 1e9;
 	if (!lat) {
 		err("out of memory");
 		rc = -1;
 	}
-	if (rc == 0) {
-		qsort(lat, iters, sizeof(*lat), cmp_u32);
-		printf("connect iters=%" PRIu64 " p50_us=%.3f p99_us=%.3f rate=%.0f\n", iters,
-		       pct_us(lat, iters, 0.50), pct_us(lat, iters, 0.99), (double)iters / secs);
+	if (rc == 0 && n > 0) {
+		qsort(lat, n, sizeof(*lat), cmp_u32);
+		printf("connect iters=%" PRIu64 " p50_us=%.3f p99_us=%.3f rate=%.0f\n", n,
+		       pct_us(lat, n, 0.50), pct_us(lat, n, 0.99), (double)n / secs);
 	}
 	free(lat);
-	freeaddrinfo(ai);
 	return rc;
 }
 
 static int client_pingpong(int fd, uint32_t size, uint64_t iters,
-			   double duration, uint64_t warmup)
+			   double duration, uint64_t warmup, int cdf)
 {
 	set_nodelay(fd);
 	uint64_t cap = iters;
 	if (duration > 0) {
-		/* at most one round trip per microsecond: TCP is far slower */
-		double c = duration * 1e6;
-		cap = c > 1e9 ? 1000000000u : (uint64_t)c + 1;
+		/* at most four round trips per microsecond: TCP is far slower,
+		 * and a shm round trip takes about a microsecond; at most 32M
+		 * samples (128 MiB): a longer run ends when they are taken */
+		double c = duration * 4e6;
+		cap = c > (double)(1u << 25) ? 1u << 25 : (uint64_t)c + 1;
 	}
 	char *out = malloc(size), *in = malloc(size);
 	uint32_t *rtt = malloc(cap * sizeof(*rtt));
@@ -440,6 +541,8 @@ static int client_pingpong(int fd, uint32_t size, uint64_t iters,
 		       size, n, pct_us(rtt, n, 0.50), pct_us(rtt, n, 0.90),
 		       pct_us(rtt, n, 0.99), pct_us(rtt, n, 0.999),
 		       rtt[n - 1] / 1000.0, sum / (double)n / 1000.0);
+		if (cdf)
+			print_cdf(size, rtt, n);
 	}
 	free(out);
 	free(in);
@@ -511,12 +614,14 @@ static int client_main(int argc, char **argv)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "unix", required_argument, NULL, 'u' },
+		{ "cdf", no_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *host = "127.0.0.1", *port = NULL, *mode = "pingpong";
+	const char *host = "127.0.0.1", *port = NULL, *mode = "pingpong", *path = NULL;
 	uint64_t size = 0, iters = 0, warmup = 1000, pv;
 	double duration = 0;
-	int have_iters = 0, o;
+	int have_iters = 0, cdf = 0, o;
 	char *end;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -553,24 +658,30 @@ static int client_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'u': path = optarg; break;
+		case 'c': cdf = 1; break;
 		default:
 			return 2;
 		}
 	}
+	unix_mode = path != NULL;
 	int pp = !strcmp(mode, "pingpong");
 	if (!strcmp(mode, "connect")) {
-		if (!port)
+		if (!port && !path)
 			return 2;
-		return client_connect(host, port, have_iters ? iters : 1000) ? 1 : 0;
+		return client_connect(host, port, path, have_iters ? iters : 1000,
+				      duration) ? 1 : 0;
 	}
 	if (!pp && strcmp(mode, "stream")) {
 		err("--mode: expected pingpong, stream or connect, got '%s'", mode);
 		return 2;
 	}
-	if (!port || parse_u64(port, &pv, 0) || pv == 0 || pv > 65535 ||
+	if ((path ? port != NULL
+		  : !port || parse_u64(port, &pv, 0) || pv == 0 || pv > 65535) ||
 	    optind != argc) {
-		err("usage: " PROG " client --host H --port P --mode pingpong|stream"
-		    " --size BYTES (--duration SEC | --iters N) [--warmup N]");
+		err("usage: " PROG " client (--host H --port P | --unix PATH)"
+		    " --mode pingpong|stream --size BYTES (--duration SEC | --iters N)"
+		    " [--warmup N] [--cdf]");
 		return 2;
 	}
 	if (have_iters && duration > 0) {
@@ -586,7 +697,7 @@ static int client_main(int argc, char **argv)
 			duration = 5;
 	}
 
-	int fd = connect_to(host, port);
+	int fd = path ? connect_unix(path) : connect_to(host, port);
 	if (fd < 0)
 		return 1;
 	struct hdr h = { htonl(MAGIC), htonl(pp ? MODE_PINGPONG : MODE_STREAM),
@@ -596,7 +707,7 @@ static int client_main(int argc, char **argv)
 		err("client: header: %s", strerror(errno));
 		rc = -1;
 	} else if (pp) {
-		rc = client_pingpong(fd, (uint32_t)size, iters, duration, warmup);
+		rc = client_pingpong(fd, (uint32_t)size, iters, duration, warmup, cdf);
 	} else {
 		rc = client_stream(fd, (uint32_t)size, iters, duration);
 	}
@@ -620,8 +731,10 @@ int main(int argc, char **argv)
 		return client_main(argc - 1, argv + 1);
 	int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
 	fprintf(help ? stdout : stderr,
-		"usage: " PROG " server --port P [--bind ADDR] [--once]\n"
-		"       " PROG " client --host H --port P --mode pingpong|stream\n"
-		"                      --size BYTES (--duration SEC | --iters N) [--warmup N]\n");
+		"usage: " PROG " server (--port P [--bind ADDR] | --unix PATH) [--once]\n"
+		"       " PROG " client (--host H --port P | --unix PATH)\n"
+		"                      --mode pingpong|stream|connect\n"
+		"                      --size BYTES (--duration SEC | --iters N) [--warmup N]\n"
+		"                      [--cdf]\n");
 	return help ? 0 : 2;
 }

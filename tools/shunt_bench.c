@@ -1,0 +1,347 @@
+/* shunt bench: kernel TCP, a Unix socket, shunt's transports and the raw
+ * shared-memory ring, measured in one run.
+ *
+ *   shunt bench [--rounds N] [--duration SEC] [--warmup N] [--sizes LIST]
+ *               [--stream-size BYTES] [--connects N] [--cpus A,B]
+ *               [--fabric auto|yes|no] [--only LIST] [--csv FILE]
+ *               [--plot FILE.svg] [-v]
+ *
+ * A round runs every test once on every column; within a test the columns
+ * take turns, in an order that rotates from round to round, so a noisy
+ * neighbour or a frequency change hurts all of them alike.  The table shows
+ * the medians over the rounds and their ratios to kernel TCP. */
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "shunt_bench.h"
+#include "shunt_child.h"
+#include "shunt_machine.h"
+#include "shunt_tool.h"
+
+const char *const bench_tp_name[BT_COUNT] = {
+	"raw ring", "unix socket", "kernel TCP", "shunt-shm", "shunt-fabric",
+};
+static const char *const tp_key[BT_COUNT] = { "ring", "unix", "tcp", "shm", "fabric" };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shunt bench [options]\n"
+		"  --rounds N          rounds, columns interleaved in each (default 3)\n"
+		"  --duration SEC      seconds per measurement (default 1)\n"
+		"  --warmup N          ping-pong round trips not counted (default 1000)\n"
+		"  --sizes LIST        ping-pong message sizes, e.g. 64,4096 (default);\n"
+		"                      the smallest is also the message-rate size\n"
+		"  --stream-size BYTES write size of the throughput stream (default 64k)\n"
+		"  --connects N        most connections per connection-rate run (default 1000)\n"
+		"  --cpus A,B          pin the client to CPU A, the server to CPU B\n"
+		"  --fabric auto|yes|no  the shunt-fabric column: when the library has it\n"
+		"                      (default), required, or left out\n"
+		"  --only LIST         columns to run, of ring,unix,tcp,shm,fabric\n"
+		"  --csv FILE          every run's figures and the medians, as CSV\n"
+		"  --plot FILE.svg     latency CDFs and throughput bars, as SVG (FILE.png:\n"
+		"                      drawn from the SVG by rsvg-convert, if installed)\n"
+		"  -v, --verbose       show each benchmark program's output\n");
+}
+
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "shunt bench: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(see 'shunt bench --help')\n");
+	va_end(ap);
+	return SHUNT_EXIT_USAGE;
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *e;
+	double v = strtod(s, &e);
+	if (e == s || *e || !(v >= lo && v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_sizes(const char *s, struct bench_opts *o)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->nsizes = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		if (o->nsizes == BENCH_MAX_SIZES || parse_u64(t, &v, 1) || !v || v > (16u << 20))
+			return -1;
+		o->sizes[o->nsizes++] = (unsigned)v;
+	}
+	return o->nsizes ? 0 : -1;
+}
+
+static int parse_only(const char *s, int *mask)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	*mask = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int i;
+		for (i = 0; i < BT_COUNT && strcmp(t, tp_key[i]); i++)
+			;
+		if (i == BT_COUNT)
+			return -1;
+		*mask |= 1 << i;
+	}
+	return *mask ? 0 : -1;
+}
+
+/* Servers and clients live in process groups of their own (the terminal's
+ * ^C does not reach them): an interrupted run must not leave them behind. */
+static struct bench *running;
+static void on_signal(int sig)
+{
+	if (running) {
+		for (int tp = 0; tp < BT_COUNT; tp++)
+			if (running->server[tp] > 0)
+				kill(-running->server[tp], SIGKILL);
+		if (running->client > 0)
+			kill(-running->client, SIGKILL);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* FILE.svg is written directly; FILE.png is that SVG drawn by rsvg-convert
+ * (librsvg2-bin), when it is installed. */
+static int write_plot(const struct bench *b, const char *path)
+{
+	size_t n = strlen(path);
+	if (n < 4 || strcasecmp(path + n - 4, ".png"))
+		return bench_write_svg(b, path);
+	char svg[4200];
+	if (snprintf(svg, sizeof(svg), "%s.tmp.svg", path) >= (int)sizeof(svg) ||
+	    bench_write_svg(b, svg) != 0)
+		return -1;
+	char *argv[] = { "rsvg-convert", "-o", (char *)path, svg, NULL };
+	struct child_opts co = CHILD_OPTS_INIT;
+	co.err_fd = -2;
+	pid_t pid = child_start(argv, &co);
+	int st = 0;
+	int ok = pid > 0 && child_wait(pid, 60000, &st) == 0 && WIFEXITED(st) &&
+		 WEXITSTATUS(st) == 0;
+	unlink(svg);
+	if (!ok)
+		fprintf(stderr, "shunt bench: --plot %s: drawing a PNG needs rsvg-convert "
+			"(Debian: librsvg2-bin); or ask for .svg\n", path);
+	return ok ? 0 : -1;
+}
+
+int shunt_cmd_bench(int argc, char **argv)
+{
+	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_HELP };
+	static const struct option opts[] = {
+		{ "rounds", required_argument, NULL, O_ROUNDS },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "warmup", required_argument, NULL, O_WARMUP },
+		{ "sizes", required_argument, NULL, O_SIZES },
+		{ "stream-size", required_argument, NULL, O_STREAM },
+		{ "connects", required_argument, NULL, O_CONNECTS },
+		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "fabric", required_argument, NULL, O_FABRIC },
+		{ "only", required_argument, NULL, O_ONLY },
+		{ "csv", required_argument, NULL, O_CSV },
+		{ "plot", required_argument, NULL, O_PLOT },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct bench bench;
+	struct bench *b = &bench;
+	struct bench_opts *o = &b->o;
+	*o = (struct bench_opts){ .rounds = 3, .duration = 1, .warmup = 1000,
+				  .sizes = { 64, 4096 }, .nsizes = 2, .stream_size = 65536,
+				  .connects = 1000, .cpus = { -1, -1 }, .fabric = -1,
+				  .only = (1 << BT_COUNT) - 1 };
+	double x;
+	uint64_t u;
+	int c;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_ROUNDS:
+			if (parse_num(optarg, 1, BENCH_MAX_ROUNDS, &x) || x != (int)x)
+				return usage_error("--rounds: expected 1..%d", BENCH_MAX_ROUNDS);
+			o->rounds = (int)x;
+			break;
+		case O_DURATION:
+			if (parse_num(optarg, 0.01, 600, &x))
+				return usage_error("--duration: expected seconds in 0.01..600");
+			o->duration = x;
+			break;
+		case O_WARMUP:
+			if (parse_u64(optarg, &u, 1) || u > 10000000)
+				return usage_error("--warmup: expected 0..10000000 round trips");
+			o->warmup = (unsigned)u;
+			break;
+		case O_SIZES:
+			if (parse_sizes(optarg, o))
+				return usage_error("--sizes: expected up to %d sizes of 1..16M bytes, "
+						   "comma separated, got '%s'", BENCH_MAX_SIZES, optarg);
+			break;
+		case O_STREAM:
+			if (parse_u64(optarg, &u, 1) || !u || u > (16u << 20))
+				return usage_error("--stream-size: expected 1..16M bytes");
+			o->stream_size = (unsigned)u;
+			break;
+		case O_CONNECTS:
+			if (parse_u64(optarg, &u, 1) || !u || u > 20000)
+				return usage_error("--connects: expected 1..20000 (each one leaves "
+						   "a TIME_WAIT port behind)");
+			o->connects = (unsigned)u;
+			break;
+		case O_CPUS: {
+			char *e;
+			long a = strtol(optarg, &e, 10), bb = -1;
+			if (e != optarg && *e == ',' && e[1])
+				bb = strtol(e + 1, &e, 10);
+			if (*e || a < 0 || bb < 0 || a >= CPU_SETSIZE || bb >= CPU_SETSIZE)
+				return usage_error("--cpus: expected two CPU numbers A,B, got '%s'",
+						   optarg);
+			o->cpus[0] = (int)a;
+			o->cpus[1] = (int)bb;
+			break;
+		}
+		case O_FABRIC:
+			if (!strcmp(optarg, "auto"))
+				o->fabric = -1;
+			else if (!strcmp(optarg, "yes"))
+				o->fabric = 1;
+			else if (!strcmp(optarg, "no"))
+				o->fabric = 0;
+			else
+				return usage_error("--fabric: expected auto, yes or no");
+			break;
+		case O_ONLY:
+			if (parse_only(optarg, &o->only))
+				return usage_error("--only: expected a list of ring,unix,tcp,shm,fabric");
+			break;
+		case O_CSV: o->csv = optarg; break;
+		case O_PLOT: o->plot = optarg; break;
+		case 'v': o->verbose = 1; break;
+		case 'h':
+		case O_HELP:
+			usage(stdout);
+			return 0;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (o->fabric == 0)
+		o->only &= ~(1 << BT_FABRIC);
+	if (o->fabric == 1)
+		o->only |= 1 << BT_FABRIC;
+
+	if (bench_find_programs(b) != 0 || !child_self_exe())
+		return 1;
+	size_t nv = (size_t)BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * o->rounds;
+	b->v = malloc(nv * sizeof(*b->v));
+	b->cdf = calloc((size_t)BT_COUNT * BENCH_MAX_SIZES * o->rounds, sizeof(*b->cdf));
+	if (!b->v || !b->cdf) {
+		fprintf(stderr, "shunt bench: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nv; i++)
+		b->v[i] = NAN;
+	for (int tp = 0; tp < BT_COUNT; tp++)
+		b->avail[tp] = !!(o->only & (1 << tp));
+	if (!b->avail[BT_FABRIC])
+		snprintf(b->why[BT_FABRIC], sizeof(b->why[0]), "left out (--fabric no / --only)");
+	shunt_machine_describe(b->machine, sizeof(b->machine));
+	if (child_rundir(b->rundir, sizeof(b->rundir), "bench") != 0)
+		return 1;
+
+	running = b;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	int rc = 0;
+	if (bench_start_servers(b) != 0) {
+		rc = 1;
+		goto out;
+	}
+	bench_probe_fabric(b);
+	if (o->fabric == 1 && !b->avail[BT_FABRIC]) {
+		fprintf(stderr, "shunt bench: --fabric yes, but the fabric transport is not "
+			"available: %s\n", b->why[BT_FABRIC]);
+		rc = 1;
+		goto out;
+	}
+
+	/* the tests of a round: a ping-pong per size, then the rates */
+	struct { enum bench_test t; int s; } tests[BENCH_MAX_SIZES + 3];
+	int ntests = 0, smallest = 0;
+	for (int s = 0; s < o->nsizes; s++) {
+		tests[ntests].t = BTEST_PINGPONG;
+		tests[ntests++].s = s;
+		if (o->sizes[s] < o->sizes[smallest])
+			smallest = s;
+	}
+	static const enum bench_test rates[] = { BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT };
+	for (int i = 0; i < 3; i++) {
+		tests[ntests].t = rates[i];
+		tests[ntests++].s = rates[i] == BTEST_MSGS ? smallest : 0;
+	}
+
+	int cols[BT_COUNT], ncols = 0;
+	for (int tp = 0; tp < BT_COUNT; tp++)
+		if (b->avail[tp])
+			cols[ncols++] = tp;
+	fprintf(stderr, "shunt bench: %d round(s) of %d tests on %d columns, %g s each\n",
+		o->rounds, ntests, ncols, o->duration);
+	for (int r = 0; r < o->rounds; r++) {
+		for (int t = 0; t < ntests; t++) {
+			for (int k = 0; k < ncols; k++) {
+				/* rotate by round and test; every other round backwards */
+				int i = (k + r + t) % ncols;
+				if (r % 2)
+					i = ncols - 1 - i;
+				if (bench_run(b, cols[i], tests[t].t, tests[t].s, r) != 0)
+					rc = 1;
+			}
+		}
+		fprintf(stderr, "shunt bench: round %d/%d done\n", r + 1, o->rounds);
+	}
+	bench_stop_servers(b);
+
+	bench_print_table(b, stdout);
+	if (o->csv && bench_write_csv(b, o->csv) != 0)
+		rc = 1;
+	if (o->plot && write_plot(b, o->plot) != 0)
+		rc = 1;
+out:
+	bench_stop_servers(b);
+	running = NULL;
+	child_rmtree(b->rundir);
+	free(b->v);
+	free(b->cdf);
+	return rc;
+}
