@@ -10,13 +10,26 @@
  * with the application's own events and data.
  *
  * While no accelerated fd was ever added to an epoll fd, every call on it
- * is libc's own after one table lookup. */
+ * is libc's own after one table lookup.
+ *
+ * Nested epoll: an epoll fd is readable to the kernel only through what is
+ * in its kernel set, and ring readiness is not.  So a set waited on from
+ * outside (added to another epoll set, or passed to poll/select) gets an
+ * eventfd in its kernel set, tagged like the others: whoever waits on the
+ * outer set first "primes" each inner one -- signals its eventfd if an item
+ * is ready in user space, and arms its items so that data arriving later
+ * wakes one of the wake fds already in the inner kernel set.  The kernel then
+ * reports the inner epoll fd with the application's own data, at any depth.
+ * An epoll_wait on the inner set clears the eventfd.  See "Nested epoll" in
+ * docs/ARCHITECTURE.md. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #include "shunt_conn.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_wait.h"
 
@@ -25,6 +38,11 @@
 #define MARK 0xf5a7000000000000ull
 #define MARK_MASK 0xffff000000000000ull
 #define MARK_WAKE 0x0000000100000000ull
+#define MARK_NEST 0x0000000200000000ull /* the set's own nest eventfd */
+/* The kernel allows 5 levels of epoll nesting; a deeper walk means our
+ * record of the nesting is stale. */
+#define NEST_DEPTH_MAX 6
+#define NEST_KIDS_MAX 64 /* inner sets of one set that are primed */
 
 struct item {
 	int fd;
@@ -48,6 +66,14 @@ struct epset {
 	struct item *items;
 	unsigned rr; /* round robin start, for fairness when maxevents is small */
 	unsigned calls; /* epoll_wait calls that found ring data */
+	/* Nesting.  kids: epoll fds the application added to this set (its
+	 * inner sets), which a wait on this set primes.  nfd: this set's nest
+	 * eventfd (-1 until it is first waited on from outside), in its kernel
+	 * set tagged MARK_NEST; nsig: it is signalled. */
+	int *kids;
+	int nkids, capkids;
+	int nfd;
+	int nsig;
 };
 
 /* Indexed by epoll fd; grown under sets_mu, read lock-free. */
@@ -91,6 +117,7 @@ static struct epset *set_make(int ep)
 		if (s) {
 			pthread_mutex_init(&s->mu, NULL);
 			s->ep = ep;
+			s->nfd = -1;
 			__atomic_store_n(&sets[ep], s, __ATOMIC_RELEASE);
 		}
 	}
@@ -144,6 +171,87 @@ static uint32_t to_epoll(short p)
 	if (p & POLLHUP)
 		e |= EPOLLHUP;
 	return e;
+}
+
+/* ---- nesting: the nest eventfd ------------------------------------------ */
+
+/* s's nest eventfd, made and put in its kernel set on first use; -1 if it
+ * cannot be (then an outer wait sees only what the kernel sees).  Under
+ * s->mu. */
+static int nest_fd(struct epset *s)
+{
+	if (s->nfd >= 0)
+		return s->nfd;
+	int fd = shunt_fd_own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), &s->nfd);
+	if (fd < 0)
+		return -1;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = MARK | MARK_NEST};
+	if (REAL(epoll_ctl)(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		shunt_fd_release(fd);
+		s->nfd = -1;
+		return -1;
+	}
+	return fd;
+}
+
+/* Make the kernel's view of s agree with its user-space readiness: the
+ * eventfd is readable exactly while an item may be ready.  Only a change
+ * costs a system call; a clear -> set change is a new edge for an outer
+ * EPOLLET registration.  Under s->mu. */
+static void nest_set(struct epset *s, int ready)
+{
+	uint64_t v = 1;
+	int saved = errno;
+	if (ready && !s->nsig) {
+		if (nest_fd(s) >= 0 && REAL(write)(s->nfd, &v, sizeof v) == sizeof v)
+			s->nsig = 1;
+	} else if (!ready && s->nsig) {
+		REAL(read)(s->nfd, &v, sizeof v);
+		s->nsig = 0;
+	}
+	errno = saved;
+}
+
+static void kid_add(struct epset *s, int fd)
+{
+	for (int i = 0; i < s->nkids; i++)
+		if (s->kids[i] == fd)
+			return;
+	if (s->nkids == s->capkids) {
+		int cap = s->capkids ? 2 * s->capkids : 4;
+		int *nk = realloc(s->kids, (size_t)cap * sizeof *nk);
+		if (!nk)
+			return; /* not emulated: the kernel alone answers for it */
+		s->kids = nk;
+		s->capkids = cap;
+	}
+	s->kids[s->nkids++] = fd;
+}
+
+static void kid_del(struct epset *s, int fd)
+{
+	for (int i = 0; i < s->nkids; i++)
+		if (s->kids[i] == fd) {
+			s->kids[i] = s->kids[--s->nkids];
+			return;
+		}
+}
+
+/* Has s inner sets worth priming?  Only while some connection in the
+ * process is accelerated: otherwise every inner set is plain kernel. */
+static int kids_active(const struct epset *s)
+{
+	return __atomic_load_n(&s->nkids, __ATOMIC_RELAXED) && shunt_any_accel();
+}
+
+/* A copy of s's inner sets (so no lock is held while they are visited). */
+static int kids_copy(struct epset *s, int out[NEST_KIDS_MAX])
+{
+	pthread_mutex_lock(&s->mu);
+	int n = s->nkids < NEST_KIDS_MAX ? s->nkids : NEST_KIDS_MAX;
+	memcpy(out, s->kids, (size_t)n * sizeof *out);
+	pthread_mutex_unlock(&s->mu);
+	return n;
 }
 
 /* The kernel side of an accelerated fd's registration: its socket and the
@@ -203,12 +311,39 @@ static void convert(int ep, struct epset *s, struct item *it)
 	drop(s, it);
 }
 
+/* An epoll fd added to (or removed from) the set ep: recorded, so that a
+ * wait on ep primes it. */
+static int ctl_nested(int ep, int op, int fd, struct epoll_event *ev)
+{
+	int rc = REAL(epoll_ctl)(ep, op, fd, ev);
+	if (rc < 0 || (op != EPOLL_CTL_ADD && op != EPOLL_CTL_DEL))
+		return rc;
+	int saved = errno;
+	struct epset *s = op == EPOLL_CTL_ADD ? set_make(ep) : set_of(ep);
+	if (s) {
+		pthread_mutex_lock(&s->mu);
+		if (op == EPOLL_CTL_ADD)
+			kid_add(s, fd);
+		else
+			kid_del(s, fd);
+		pthread_mutex_unlock(&s->mu);
+	}
+	errno = saved;
+	return rc;
+}
+
+static short item_ready(struct item *it, int commit);
+
 SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
-	struct shunt_fd *e = shunt_fd_accel(fd);
+	struct shunt_fd *x = shunt_fd_peek(fd);
+	struct shunt_fd *e = x && shunt_fd_kind(x) == SHUNT_FD_ACCEL ? x : NULL;
 	struct epset *s = set_of(ep);
-	if (likely(!e && !s))
+	if (likely(!e && !s && !(x && (__atomic_load_n(&x->flags, __ATOMIC_RELAXED) &
+				       SHUNT_FDF_EPOLL))))
 		return REAL(epoll_ctl)(ep, op, fd, ev);
+	if (!e && x && (__atomic_load_n(&x->flags, __ATOMIC_RELAXED) & SHUNT_FDF_EPOLL))
+		return ctl_nested(ep, op, fd, ev);
 	if (!s && (op != EPOLL_CTL_ADD || !(s = set_make(ep)))) {
 		if (!s && op == EPOLL_CTL_ADD) {
 			errno = ENOMEM;
@@ -237,6 +372,8 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			it->data = ev->data;
 			it->last = 0;
 			it->seq = 0;
+			if (s->nfd >= 0 && item_ready(it, 0))
+				nest_set(s, 1); /* an outer waiter must see it */
 			break;
 		}
 		if (it && it->parked) {
@@ -274,10 +411,13 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			pthread_mutex_unlock(&s->mu);
 			return REAL(epoll_ctl)(ep, op, fd, ev);
 		}
-		if ((rc = kernel_add(ep, fd, it)) == 0)
+		if ((rc = kernel_add(ep, fd, it)) == 0) {
 			s->n++;
-		else
+			if (s->nfd >= 0 && item_ready(it, 0))
+				nest_set(s, 1);
+		} else {
 			shunt_conn_put(it->c);
+		}
 		break;
 	case EPOLL_CTL_MOD:
 		if (!it || it->parked) {
@@ -296,6 +436,8 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 		it->last = 0;
 		if (!e)
 			convert(ep, s, it);
+		else if (s->nfd >= 0 && item_ready(it, 0))
+			nest_set(s, 1); /* re-armed (EPOLLONESHOT) and ready */
 		break;
 	case EPOLL_CTL_DEL:
 		if (!it || it->parked) {
@@ -386,6 +528,132 @@ static int ep_of(const struct epset *s)
 	return s->ep;
 }
 
+/* ---- nesting: readiness and priming --------------------------------------- */
+
+/* Is anything of s ready in user space, in s or in a set nested in it?
+ * Takes each set's lock in turn, never two at once. */
+static int tree_ready(struct epset *s, int depth)
+{
+	if (!s || depth > NEST_DEPTH_MAX)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	int r = s->n && any_ready(s);
+	pthread_mutex_unlock(&s->mu);
+	if (r || !kids_active(s))
+		return r;
+	int kids[NEST_KIDS_MAX];
+	int nk = kids_copy(s, kids);
+	for (int i = 0; i < nk && !r; i++)
+		r = tree_ready(set_of(kids[i]), depth + 1);
+	return r;
+}
+
+static int tree_ready_fn(void *arg)
+{
+	return tree_ready(arg, 0);
+}
+
+static void armlist_push(struct shunt_armlist *al, struct shunt_conn *c, short ev)
+{
+	if (al->n == al->cap) {
+		int cap = 2 * al->cap;
+		struct shunt_armed *nv = malloc((size_t)cap * sizeof *nv);
+		if (!nv)
+			return; /* not armed: the deadline is shortened instead */
+		memcpy(nv, al->v, (size_t)al->n * sizeof *nv);
+		if (al->v != al->buf)
+			free(al->v);
+		al->v = nv;
+		al->cap = cap;
+	}
+	al->v[al->n++] = (struct shunt_armed){c, ev};
+}
+
+void shunt_armlist_init(struct shunt_armlist *al)
+{
+	al->n = 0;
+	al->cap = (int)(sizeof al->buf / sizeof al->buf[0]);
+	al->v = al->buf;
+	al->short_ms = 0;
+}
+
+void shunt_armlist_release(struct shunt_armlist *al)
+{
+	for (int i = 0; i < al->n; i++) {
+		al->v[i].c->ops->disarm(al->v[i].c, al->v[i].ev, NULL, 0);
+		shunt_conn_put(al->v[i].c);
+	}
+	if (al->v != al->buf)
+		free(al->v);
+	shunt_armlist_init(al);
+}
+
+static int prime_set(struct epset *k, struct shunt_armlist *al, int *ms, int depth);
+
+static int prime_kids(struct epset *s, struct shunt_armlist *al, int *ms, int depth)
+{
+	if (!kids_active(s))
+		return 0;
+	int kids[NEST_KIDS_MAX], ready = 0;
+	int nk = kids_copy(s, kids);
+	for (int i = 0; i < nk; i++)
+		ready |= prime_set(set_of(kids[i]), al, ms, depth + 1);
+	return ready;
+}
+
+/* Prepare k (and the sets nested in it) for a wait from outside: with al,
+ * arm its items first (the peer then sends a wakeup to a wake fd of k's
+ * kernel set when data or space comes), then make its nest eventfd say
+ * whether an item is ready now.  Returns 1 if something is. */
+static int prime_set(struct epset *k, struct shunt_armlist *al, int *ms, int depth)
+{
+	if (!k || depth > NEST_DEPTH_MAX)
+		return 0;
+	int ready = prime_kids(k, al, ms, depth);
+	pthread_mutex_lock(&k->mu);
+	if (k->n) {
+		for (int i = 0; al && i < k->n; i++) {
+			struct item *it = &k->items[i];
+			struct pollfd w[SHUNT_ARM_MAX];
+			if (it->disabled || it->parked || it->c->finished)
+				continue;
+			short ev = to_poll(it->events);
+			int before = al->n;
+			__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
+			armlist_push(al, it->c, ev);
+			if (al->n == before) {
+				shunt_conn_put(it->c);
+				al->short_ms = 1;
+				continue;
+			}
+			it->c->ops->arm(it->c, ev, w, ms);
+		}
+	}
+	/* (A set whose items are all gone may still be signalled.) */
+	int r = k->n && any_ready(k);
+	nest_set(k, r);
+	ready |= r;
+	pthread_mutex_unlock(&k->mu);
+	return ready;
+}
+
+int shunt_epoll_emulated(int fd)
+{
+	struct epset *s = set_of(fd);
+	return s && (__atomic_load_n(&s->n, __ATOMIC_RELAXED) || kids_active(s));
+}
+
+int shunt_epoll_prime(int fd, struct shunt_armlist *al, int *timeout_ms)
+{
+	return prime_set(set_of(fd), al, timeout_ms, 0);
+}
+
+/* The set's own nest eventfd reported: it has been seen.  Under s->mu. */
+static void nest_seen(struct epset *s)
+{
+	nest_set(s, 0);
+}
+
 /* Drain a wake fd, or note that the socket spoke (FIN, RST, replay). */
 static void wake_seen(struct item *it, uint64_t wake)
 {
@@ -404,6 +672,10 @@ static int take_kernel(struct epset *s, struct epoll_event *kev, int kn,
 {
 	for (int i = 0; i < kn; i++) {
 		if ((kev[i].data.u64 & MARK_MASK) == MARK) {
+			if (kev[i].data.u64 & MARK_NEST) {
+				nest_seen(s);
+				continue;
+			}
 			/* A wake or the socket: the next collect() looks. */
 			struct item *it = find(s, (int)(kev[i].data.u64 & 0xffffffffu));
 			if (it && it->parked) {
@@ -434,16 +706,30 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		errno = EINVAL;
 		return -1;
 	}
+	if (__atomic_load_n(&s->nsig, __ATOMIC_RELAXED)) {
+		/* Waited on directly: what the nest eventfd announced is
+		 * answered here; the next prime from outside sets it again if
+		 * something is still ready (a new edge for an outer EPOLLET). */
+		pthread_mutex_lock(&s->mu);
+		nest_seen(s);
+		pthread_mutex_unlock(&s->mu);
+	}
 	for (;;) {
+		int nested = kids_active(s);
 		pthread_mutex_lock(&s->mu);
 		int got = collect(ep, s, out, max);
 		int accel = s->n;
 		/* Rings had data: answer without a system call, but ask the
-		 * kernel every 8th time so its fds are never starved. */
-		if (got && (++s->calls & 7))
+		 * kernel every 8th time so its fds are never starved.  A set
+		 * with inner sets asks every time (they are kernel fds), and so
+		 * does one waited on from outside: the wakeup that made the
+		 * outer wait return is still queued in its kernel set. */
+		if (got && !nested && s->nfd < 0 && (++s->calls & 7))
 			kernel_seen = 1;
 		pthread_mutex_unlock(&s->mu);
 		if (got < max && !kernel_seen) {
+			if (nested)
+				prime_kids(s, NULL, NULL, 0);
 			int kn = REAL(epoll_wait)(ep, kev, max - got < 64 ? max - got : 64, 0);
 			if (kn < 0)
 				return got ? got : -1;
@@ -457,7 +743,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		int ms = shunt_remaining_ms(deadline);
 		if (ms == 0)
 			return 0;
-		if (!accel) {
+		if (!accel && !nested) {
 			/* epoll_pwait, not pwait2: millisecond waits are enough
 			 * here, and valgrind (3.19) and older kernels lack it. */
 			int kn = REAL(epoll_pwait)(ep, out, max, ms, mask);
@@ -468,15 +754,24 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 			for (int i = 0; i < kn; i++)
 				if ((out[i].data.u64 & MARK_MASK) != MARK)
 					out[k++] = out[i];
+				else if (out[i].data.u64 & MARK_NEST) {
+					pthread_mutex_lock(&s->mu);
+					nest_seen(s);
+					pthread_mutex_unlock(&s->mu);
+				}
 			if (k)
 				return k;
 			continue;
 		}
 		if (!spun) {
 			spun = 1;
-			pthread_mutex_lock(&s->mu);
-			shunt_spin_accel(any_ready, s);
-			pthread_mutex_unlock(&s->mu);
+			if (nested) {
+				shunt_spin_accel(tree_ready_fn, s);
+			} else {
+				pthread_mutex_lock(&s->mu);
+				shunt_spin_accel(any_ready, s);
+				pthread_mutex_unlock(&s->mu);
+			}
 			continue;
 		}
 		/* Sleep: arm every item, look once more, then wait in the
@@ -499,11 +794,24 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 				again = 1;
 		}
 		pthread_mutex_unlock(&s->mu);
+		/* Inner sets: armed too, and their nest eventfds set, so the
+		 * kernel wait below returns when any of them becomes ready.
+		 * Whether one is ready now is the kernel's to say: with an
+		 * outer EPOLLET registration an inner set still ready since
+		 * the last report is no new event, and must not end the
+		 * wait. */
+		struct shunt_armlist al;
+		shunt_armlist_init(&al);
+		if (nested)
+			prime_kids(s, &al, &ms, 0);
+		if (al.short_ms && (ms < 0 || ms > 10))
+			ms = 10;
 		int kn = 0;
 		if (!again) {
 			kn = REAL(epoll_pwait)(ep, kev, 64, ms, mask);
 		}
 		int err = errno;
+		shunt_armlist_release(&al);
 		pthread_mutex_lock(&s->mu);
 		for (int i = 0; i < n; i++) {
 			armed[i].c->ops->disarm(armed[i].c, armed[i].ev, NULL, 0);
@@ -524,6 +832,13 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 	}
 }
 
+/* A set that never held an accelerated fd and whose inner sets need no
+ * priming (nothing is accelerated in the process): the kernel alone. */
+static inline int plain_set(const struct epset *s)
+{
+	return !s || (!__atomic_load_n(&s->cap, __ATOMIC_RELAXED) && !kids_active(s));
+}
+
 static uint64_t deadline_ms(int t)
 {
 	return t < 0 ? 0 : shunt_now_ns() + (uint64_t)t * 1000000u + 1;
@@ -532,7 +847,7 @@ static uint64_t deadline_ms(int t)
 SHUNT_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int n, int t)
 {
 	struct epset *s = set_of(ep);
-	if (likely(!s))
+	if (likely(plain_set(s)))
 		return REAL(epoll_wait)(ep, ev, n, t);
 	return wait_common(ep, ev, n, deadline_ms(t), NULL);
 }
@@ -540,7 +855,7 @@ SHUNT_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int n, int t)
 SHUNT_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int n, int t, const sigset_t *m)
 {
 	struct epset *s = set_of(ep);
-	if (likely(!s))
+	if (likely(plain_set(s)))
 		return REAL(epoll_pwait)(ep, ev, n, t, m);
 	return wait_common(ep, ev, n, deadline_ms(t), m);
 }
@@ -549,7 +864,7 @@ SHUNT_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int n, const struc
 			      const sigset_t *m)
 {
 	struct epset *s = set_of(ep);
-	if (likely(!s))
+	if (likely(plain_set(s)))
 		return REAL(epoll_pwait2)(ep, ev, n, t, m);
 	uint64_t d = t ? shunt_now_ns() + (uint64_t)t->tv_sec * 1000000000u +
 				 (uint64_t)t->tv_nsec + 1
@@ -563,6 +878,11 @@ static int new_fd(int fd)
 		int saved = errno;
 		shunt_fd_reset(fd);
 		shunt_epoll_forget(fd);
+		/* Marked, so that adding it to another set or polling it is
+		 * seen (nested epoll). */
+		struct shunt_fd *e = shunt_fd_get(fd);
+		if (e)
+			__atomic_or_fetch(&e->flags, SHUNT_FDF_EPOLL, __ATOMIC_RELEASE);
 		errno = saved;
 	}
 	return fd;
@@ -582,12 +902,31 @@ void shunt_epoll_forget(int fd)
 {
 	int n = __atomic_load_n(&nsets, __ATOMIC_ACQUIRE);
 	struct epset *s = set_of(fd);
+	struct shunt_fd *fe = shunt_fd_peek(fd);
+	if (fe && (__atomic_load_n(&fe->flags, __ATOMIC_RELAXED) & SHUNT_FDF_EPOLL))
+		__atomic_and_fetch(&fe->flags, (uint8_t)~SHUNT_FDF_EPOLL, __ATOMIC_RELEASE);
 	if (unlikely(s != NULL)) {
-		/* fd was an epoll fd: its set goes with it. */
+		/* fd was an epoll fd: its set goes with it, and it leaves the
+		 * sets it was nested in (the kernel drops a closed file's
+		 * registrations). */
 		pthread_mutex_lock(&s->mu);
 		while (s->n)
 			drop(s, &s->items[s->n - 1]);
+		s->nkids = 0;
+		if (s->nfd >= 0) {
+			shunt_fd_release(s->nfd);
+			s->nfd = -1;
+		}
+		s->nsig = 0;
 		pthread_mutex_unlock(&s->mu);
+		for (int ep = 0; ep < n; ep++) {
+			struct epset *p = set_of(ep);
+			if (!p || p == s || !__atomic_load_n(&p->nkids, __ATOMIC_RELAXED))
+				continue;
+			pthread_mutex_lock(&p->mu);
+			kid_del(p, fd);
+			pthread_mutex_unlock(&p->mu);
+		}
 	}
 	/* An accelerated connection leaves every set when its last fd number
 	 * closes, as the kernel drops a released file's registrations. */

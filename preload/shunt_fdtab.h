@@ -45,6 +45,9 @@ struct shunt_fd {
 };
 
 #define SHUNT_FDF_NONBLOCK 0x01
+/* An epoll fd (epoll_create*): nested epoll needs to know one when it is
+ * added to another set or polled (kind stays UNKNOWN). */
+#define SHUNT_FDF_EPOLL 0x02
 
 extern struct shunt_fd *shunt_fdtab_top[SHUNT_FDTAB_TOP];
 

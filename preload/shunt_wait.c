@@ -61,7 +61,17 @@ void shunt_spin_accel(int (*ready)(void *), void *arg)
 	}
 }
 
-/* User-space readiness of p's accelerated fds; counts them in *naccel. */
+/* An epoll fd (see SHUNT_FDF_EPOLL): nested epoll may make part of its
+ * readiness user-space readiness. */
+static inline int epoll_fd(int fd)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	return e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & SHUNT_FDF_EPOLL);
+}
+
+/* User-space readiness of p's accelerated fds and emulated epoll fds;
+ * counts them in *naccel.  An epoll fd stays a kernel fd as well: its
+ * revents here are what user space adds to the kernel's answer. */
 static int accel_scan(struct pollfd *p, nfds_t n, int *naccel)
 {
 	int ready = 0;
@@ -69,8 +79,21 @@ static int accel_scan(struct pollfd *p, nfds_t n, int *naccel)
 	for (nfds_t i = 0; i < n; i++) {
 		struct shunt_fd *e = shunt_fd_accel(p[i].fd);
 		struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
-		if (!c)
+		if (!c) {
+			if (!e && epoll_fd(p[i].fd)) {
+				p[i].revents = 0;
+				if (!shunt_epoll_emulated(p[i].fd))
+					continue;
+				(*naccel)++;
+				/* Also sets its nest eventfd, so the kernel's
+				 * view agrees. */
+				if (shunt_epoll_prime(p[i].fd, NULL, NULL) && (p[i].events & POLLIN)) {
+					p[i].revents = POLLIN;
+					ready++;
+				}
+			}
 			continue;
+		}
 		short r = c->ops->poll(c, (short)(p[i].events | POLLRDHUP));
 		shunt_conn_put(c);
 		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
@@ -161,8 +184,9 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 		for (nfds_t i = 0; i < n; i++) {
 			if (k[i].fd < 0 && p[i].fd >= 0)
 				continue;
-			p[i].revents = k[i].revents;
-			if (k[i].revents)
+			short user = epoll_fd(p[i].fd) ? p[i].revents : 0;
+			p[i].revents = (short)(k[i].revents | user);
+			if (k[i].revents && !user)
 				ready++;
 		}
 		if (ready) {
@@ -181,12 +205,20 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			continue;
 		}
 		/* Sleep: arm every accelerated fd, look once more, then wait
-		 * in the kernel on everything. */
+		 * in the kernel on everything.  An emulated epoll fd is primed:
+		 * its connections armed, its nest eventfd set if ready. */
 		size_t nk = n;
-		int na = 0;
+		int na = 0, again = 0;
+		struct shunt_armlist al;
+		shunt_armlist_init(&al);
 		for (nfds_t i = 0; i < n; i++) {
 			struct shunt_fd *e = shunt_fd_accel(p[i].fd);
 			struct shunt_conn *c;
+			if (!e && epoll_fd(p[i].fd) && shunt_epoll_emulated(p[i].fd)) {
+				if (shunt_epoll_prime(p[i].fd, &al, &ms) && (p[i].events & POLLIN))
+					again = 1;
+				continue;
+			}
 			if (!e || na == naccel || !(c = shunt_conn_get(e)))
 				continue;
 			short ev = (short)(p[i].events | POLLRDHUP);
@@ -195,11 +227,13 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			nk += (size_t)a[na].m;
 			na++;
 		}
-		int again = 0;
 		for (int j = 0; j < na && !again; j++)
 			again = a[j].c->ops->poll(a[j].c, a[j].events) != 0;
+		if (al.short_ms && (ms < 0 || ms > 10))
+			ms = 10;
 		kr = again ? 0 : REAL(ppoll)(k, (nfds_t)nk, ms_to_ts(ms, &ts), mask);
 		int err = errno;
+		shunt_armlist_release(&al);
 		for (int j = 0; j < na; j++) {
 			a[j].c->ops->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
 			shunt_conn_put(a[j].c);
@@ -233,10 +267,11 @@ static uint64_t deadline_from_ts(const struct timespec *t)
 	return shunt_now_ns() + (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec + 1;
 }
 
-static int any_accel(const struct pollfd *p, nfds_t n)
+static inline __attribute__((always_inline)) int any_accel(const struct pollfd *p, nfds_t n)
 {
 	for (nfds_t i = 0; i < n; i++)
-		if (shunt_fd_accel(p[i].fd))
+		if (shunt_fd_accel(p[i].fd) ||
+		    (epoll_fd(p[i].fd) && shunt_epoll_emulated(p[i].fd)))
 			return 1;
 	return 0;
 }
@@ -329,7 +364,7 @@ static int sets_accel(int n, fd_set *r, fd_set *w, fd_set *x)
 		n = FD_SETSIZE;
 	for (int fd = 0; fd < n; fd++)
 		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x))) &&
-		    shunt_fd_accel(fd))
+		    (shunt_fd_accel(fd) || (epoll_fd(fd) && shunt_epoll_emulated(fd))))
 			return 1;
 	return 0;
 }
