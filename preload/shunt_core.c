@@ -109,8 +109,11 @@ const char *shunt_prog(void)
 /* Resolving symbols and copying a few strings is in-memory work, no I/O;
  * the configuration file is read lazily by the first call that needs a
  * decision. */
+pid_t shunt_self;
+
 __attribute__((constructor)) static void shunt_ctor(void)
 {
 	shunt_real_init();
+	shunt_self = getpid();
 	snapshot();
 }

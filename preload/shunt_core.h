@@ -4,6 +4,7 @@
 #define SHUNT_CORE_H
 
 #include "config/shunt_config.h"
+#include <unistd.h>
 
 #define SHUNT_EXPORT __attribute__((visibility("default")))
 static inline void shunt_cpu_relax(void)
@@ -44,5 +45,15 @@ int shunt_active(void);
 
 /* The program name rules are matched against. */
 const char *shunt_prog(void);
+
+/* getpid(), kept by the fork() wrapper: it is asked on every connection
+ * and each call is a system call (a microsecond on these VMs).  A child
+ * made behind shunt's back (a raw clone) asks the kernel. */
+extern pid_t shunt_self;
+static inline pid_t shunt_pid(void)
+{
+	pid_t p = __atomic_load_n(&shunt_self, __ATOMIC_RELAXED);
+	return p ? p : getpid();
+}
 
 #endif

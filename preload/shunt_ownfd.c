@@ -12,11 +12,24 @@
  * Programs that place fds at fixed numbers use low ones. */
 static int floor_fd(void)
 {
+	/* Asked once per internal fd, and getrlimit is a system call: the
+	 * answer is kept while the limit it came from is unchanged.  A
+	 * program that raises its limit later (redis, nginx do at start)
+	 * is seen within a few fds: placement is only a courtesy. */
+	static int cached = -2;
+	static unsigned asked;
+	int f = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (f != -2 && (__atomic_add_fetch(&asked, 1, __ATOMIC_RELAXED) & 15))
+		return f;
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur <= 200)
-		return -1;
-	rlim_t f = rl.rlim_cur / 2;
-	return f < 100 ? 100 : f > 1 << 20 ? 1 << 20 : (int)f;
+		f = -1;
+	else if (rl.rlim_cur / 2 < 100)
+		f = 100;
+	else
+		f = rl.rlim_cur / 2 > 1 << 20 ? 1 << 20 : (int)(rl.rlim_cur / 2);
+	__atomic_store_n(&cached, f, __ATOMIC_RELAXED);
+	return f;
 }
 
 static int move_up(int fd)

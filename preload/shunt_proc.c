@@ -16,8 +16,10 @@ SHUNT_EXPORT pid_t fork(void)
 	if (shunt_any_accel())
 		shunt_conn_before_fork();
 	pid_t pid = REAL(fork)();
-	if (pid == 0)
+	if (pid == 0) {
+		__atomic_store_n(&shunt_self, getpid(), __ATOMIC_RELAXED);
 		shunt_conn_after_fork_child();
+	}
 	return pid;
 }
 

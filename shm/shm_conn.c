@@ -47,7 +47,7 @@ static pid_t sender_pid;
 
 int shm_wake_sender(void)
 {
-	pid_t pid = getpid();
+	pid_t pid = shunt_pid();
 	int fd = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
 	if (fd >= 0 && __atomic_load_n(&sender_pid, __ATOMIC_RELAXED) == pid)
 		return fd;
@@ -111,31 +111,111 @@ void shm_wake_peer(struct shm_conn *c)
 	shm_wake_role(c, SHM_WAKE_TX);
 }
 
+/* Bound wake sockets kept between connections.  Binding costs a socket,
+ * a bind and moving the fd out of the application's range (five system
+ * calls); a kept socket is renamed to the connection's name (one).
+ * Renaming a bound socket's file keeps the binding: datagrams sent to the
+ * new name reach it.  A late datagram from the previous peer only makes a
+ * wait look once more. */
+#define WAKE_POOL_MAX 64
+static struct {
+	int fd;
+	unsigned id; /* its name while kept: <rundir>/o/w-<pid>-<id> */
+} wpool[WAKE_POOL_MAX];
+static unsigned wpool_n, wpool_seq;
+static pid_t wpool_pid;
+/* Also serialises binding, so two threads never bind one name. */
+static pthread_mutex_t wpool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int wpool_name(char *buf, size_t len, unsigned id)
+{
+	int n = snprintf(buf, len, "%s/o/w-%d-%u", shunt_rundir(), (int)shunt_pid(), id);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static void wpool_mine(void)
+{
+	if (wpool_pid != shunt_pid()) {
+		/* Inherited from the parent: its names, its sockets. */
+		wpool_n = 0;
+		wpool_pid = shunt_pid();
+	}
+}
+
+/* A kept socket renamed to path, or -1.  wpool_mu held. */
+static int wpool_take(const char *path)
+{
+	wpool_mine();
+	while (wpool_n) {
+		wpool_n--;
+		int fd = wpool[wpool_n].fd;
+		char name[SHM_PATH_MAX];
+		if (!wpool_name(name, sizeof name, wpool[wpool_n].id) && rename(name, path) == 0)
+			return fd;
+		shunt_fd_release(fd);
+		unlink(name);
+	}
+	return -1;
+}
+
+/* Keep a socket the connection is done with; 0 if it cannot be kept. */
+static int wpool_put(int fd, const char *path)
+{
+	int kept = 0;
+	pthread_mutex_lock(&wpool_mu);
+	wpool_mine();
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	char name[SHM_PATH_MAX];
+	unsigned id = ++wpool_seq;
+	if (wpool_n < WAKE_POOL_MAX && e && !wpool_name(name, sizeof name, id) &&
+	    rename(path, name) == 0) {
+		char buf[64];
+		while (REAL(recv)(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+			;
+		wpool[wpool_n].fd = fd;
+		wpool[wpool_n].id = id;
+		e->owner = &wpool[wpool_n].fd;
+		wpool_n++;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&wpool_mu);
+	return kept;
+}
+
 static int bind_one(struct shm_conn *c, int role)
 {
 	struct sockaddr_un a;
 	socklen_t len;
 	if (wake_addr(&a, &len, c->key, c->side, role) < 0)
 		return -1;
-	int fd = REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	unlink(a.sun_path);
-	if (REAL(bind)(fd, (struct sockaddr *)&a, len) < 0) {
-		REAL(close)(fd);
-		return -1;
-	}
-	fd = shunt_fd_own(fd, NULL);
-	int none = -1;
-	if (!__atomic_compare_exchange_n(&c->wake[role], &none, fd, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		shunt_fd_release(fd); /* another thread bound it first */
-		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&wpool_mu);
+	if (__atomic_load_n(&c->wake[role], __ATOMIC_ACQUIRE) >= 0)
+		goto out; /* another thread bound it first */
+	int fd = wpool_take(a.sun_path);
+	if (fd < 0) {
+		rc = -1;
+		fd = REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			goto out;
+		unlink(a.sun_path);
+		if (REAL(bind)(fd, (struct sockaddr *)&a, len) < 0) {
+			REAL(close)(fd);
+			goto out;
+		}
+		/* Sending a wakeup takes write permission on the socket's
+		 * file (a pooled one keeps this mode when renamed). */
+		shm_share_path(a.sun_path);
+		fd = shunt_fd_own(fd, NULL);
+		rc = 0;
 	}
 	struct shunt_fd *e = shunt_fd_peek(fd);
 	if (e)
 		e->owner = &c->wake[role];
-	return 0;
+	__atomic_store_n(&c->wake[role], fd, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&wpool_mu);
+	return rc;
 }
 
 int shm_wake_fd(struct shm_conn *c, int role)
@@ -199,14 +279,16 @@ static void pool_put(struct shm_conn *c)
 					    __ATOMIC_RELAXED));
 }
 
-static struct shm_conn *conn_new(struct shm_hdr *h, size_t len, int side)
+/* Takes over the slot (released with the connection), or NULL. */
+static struct shm_conn *conn_new(const struct shm_slot *slot, int side)
 {
 	struct shm_conn *c = pool_get();
 	if (!c)
 		return NULL;
+	struct shm_hdr *h = slot->hdr;
 	c->base.ops = &shm_ops;
 	c->hdr = h;
-	c->map_len = len;
+	c->slot = *slot;
 	c->side = side;
 	c->wake[0] = c->wake[1] = -1;
 	uint8_t *base = (uint8_t *)h;
@@ -226,15 +308,19 @@ static void conn_free(struct shm_conn *c)
 	for (int role = 0; role < 2; role++) {
 		if (c->wake[role] < 0)
 			continue;
-		shunt_fd_release(c->wake[role]);
 		/* After fork another process may still wait on this name. */
 		struct sockaddr_un a;
 		socklen_t len;
-		if (!c->forked && !wake_addr(&a, &len, c->key, c->side, role))
+		if (c->forked || wake_addr(&a, &len, c->key, c->side, role)) {
+			shunt_fd_release(c->wake[role]);
+		} else if (!wpool_put(c->wake[role], a.sun_path)) {
+			shunt_fd_release(c->wake[role]);
 			unlink(a.sun_path);
+		}
+		c->wake[role] = -1;
 	}
 	if (c->hdr)
-		munmap(c->hdr, c->map_len);
+		shm_arena_release(&c->slot, c->forked);
 	c->hdr = NULL;
 	pool_put(c);
 }
@@ -267,7 +353,7 @@ static void exit_one(int fd, struct shunt_fd *e, void *arg)
 	(void)arg;
 	struct shm_listen *l = (struct shm_listen *)e->conn;
 	if (shunt_fd_kind(e) != SHUNT_FD_LISTEN || !l || l->base.ops != &shm_listen_ops ||
-	    l->pid != getpid())
+	    l->pid != shunt_pid())
 		return;
 	const char *rd = shunt_rundir();
 	if (rd)
@@ -280,8 +366,22 @@ static void exit_one(int fd, struct shunt_fd *e, void *arg)
  * the lock's open file, leave them to their parent. */
 __attribute__((destructor)) static void shm_at_exit(void)
 {
-	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) == 0)
-		shunt_fd_foreach(SHUNT_FD_LISTEN, exit_one, NULL);
+	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) != 0)
+		return;
+	shunt_fd_foreach(SHUNT_FD_LISTEN, exit_one, NULL);
+	/* Names only: peers keep what they mapped or were sending to. */
+	if (!shunt_rundir())
+		return;
+	pthread_mutex_lock(&wpool_mu);
+	if (wpool_pid == shunt_pid()) {
+		for (unsigned i = 0; i < wpool_n; i++) {
+			char name[SHM_PATH_MAX];
+			if (!wpool_name(name, sizeof name, wpool[i].id))
+				unlink(name);
+		}
+	}
+	pthread_mutex_unlock(&wpool_mu);
+	shm_arena_exit();
 }
 
 static void shm_listen_child(struct shunt_conn *base)
@@ -290,7 +390,7 @@ static void shm_listen_child(struct shunt_conn *base)
 	const char *rd = shunt_rundir();
 	if (rd)
 		shm_registry_reown(rd, &l->reg);
-	l->pid = getpid();
+	l->pid = shunt_pid();
 }
 
 const struct shunt_transport_ops shm_listen_ops = {
@@ -320,7 +420,7 @@ static void shm_on_listen(int fd, struct shunt_fd *e)
 	l->base.ops = &shm_listen_ops;
 	l->base.refs = 1;
 	l->base.fds = 1;
-	l->pid = getpid();
+	l->pid = shunt_pid();
 	l->base.fd = fd;
 	e->conn = &l->base;
 	SHUNT_DEBUG("listen fd=%d registered for shm (%d names)", fd, l->reg.nlocks);
@@ -329,10 +429,39 @@ static void shm_on_listen(int fd, struct shunt_fd *e)
 /* ---- client: offer -------------------------------------------------------- */
 
 /* The source address the kernel will pick for dst: a connected UDP socket
- * is routed without sending anything. */
+ * is routed without sending anything.  Four system calls, so the answer
+ * is kept a second per destination address: a route that changes within
+ * it names an offer the server will not find (it declines, nothing lost). */
+#define ROUTE_CACHE 16
+#define ROUTE_TTL_MS 1000
+static struct {
+	uint8_t dst[16];
+	struct sockaddr_storage src;
+	socklen_t slen;
+	uint64_t until;
+} route_cache[ROUTE_CACHE];
+static unsigned route_next;
+static pthread_mutex_t route_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int route_source(const struct sockaddr *dst, socklen_t len,
 			struct sockaddr_storage *src, socklen_t *slen)
 {
+	uint8_t a[16];
+	uint16_t port;
+	if (shm_addr16(dst, a, &port) < 0)
+		return -1;
+	uint64_t now = shm_now_ms();
+	pthread_mutex_lock(&route_mu);
+	for (unsigned i = 0; i < ROUTE_CACHE; i++) {
+		if (route_cache[i].until > now && route_cache[i].src.ss_family == dst->sa_family &&
+		    !memcmp(route_cache[i].dst, a, 16) && route_cache[i].slen <= *slen) {
+			memcpy(src, &route_cache[i].src, route_cache[i].slen);
+			*slen = route_cache[i].slen;
+			pthread_mutex_unlock(&route_mu);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&route_mu);
 	int s = REAL(socket)(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;
@@ -340,6 +469,15 @@ static int route_source(const struct sockaddr *dst, socklen_t len,
 	if (rc == 0)
 		rc = getsockname(s, (struct sockaddr *)src, slen);
 	REAL(close)(s);
+	if (rc == 0 && *slen <= sizeof route_cache[0].src) {
+		pthread_mutex_lock(&route_mu);
+		unsigned i = route_next++ % ROUTE_CACHE;
+		memcpy(route_cache[i].dst, a, 16);
+		memcpy(&route_cache[i].src, src, *slen);
+		route_cache[i].slen = *slen;
+		route_cache[i].until = now + ROUTE_TTL_MS;
+		pthread_mutex_unlock(&route_mu);
+	}
 	return rc;
 }
 
@@ -431,38 +569,33 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	if (path_of(path, sizeof path, key, ""))
 		goto out;
 	uint64_t ring = shunt_config()->ring_size;
-	size_t len = SHM_HDR_SIZE + 2 * ring;
-	int f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (f < 0 && errno == EEXIST) {
-		/* Left by a connection with the same 4-tuple that died. */
-		unlink(path);
-		f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	}
-	if (f < 0)
+	struct shm_slot slot;
+	char target[96];
+	if (shm_arena_alloc(ring, &slot, target, sizeof target) < 0)
 		goto out;
-	struct shm_hdr *h = MAP_FAILED;
-	if (ftruncate(f, (off_t)len) == 0)
-		h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-	REAL(close)(f);
-	if (h == MAP_FAILED) {
-		unlink(path);
-		goto out;
-	}
+	struct shm_hdr *h = slot.hdr;
 	h->magic = SHM_MAGIC;
 	h->version = SHM_VERSION;
 	h->ring_size = ring;
-	h->file_size = len;
-	h->pid[SHM_CLIENT] = getpid();
+	h->file_size = slot.len;
+	h->pid[SHM_CLIENT] = shunt_pid();
 	h->uid[SHM_CLIENT] = geteuid();
 	h->tuple = t;
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
-	c = conn_new(h, len, SHM_CLIENT);
-	if (!c || (snprintf(c->key, sizeof c->key, "%s", key), bind_wake(c) < 0)) {
-		if (c)
-			conn_free(c);
-		else
-			munmap(h, len);
-		unlink(path);
+	c = conn_new(&slot, SHM_CLIENT);
+	if (!c) {
+		shm_arena_release(&slot, 0);
+		goto out;
+	}
+	snprintf(c->key, sizeof c->key, "%s", key);
+	/* The offer is a name for the slot, made last: whoever finds it
+	 * finds a complete header and a bound wake socket. */
+	if (bind_wake(c) < 0 ||
+	    (symlink(target, path) < 0 &&
+	     (errno != EEXIST || unlink(path) < 0 || symlink(target, path) < 0))) {
+		/* (EEXIST: left by a connection with the same 4-tuple that
+		 * died.) */
+		conn_free(c);
 		c = NULL;
 		goto out;
 	}
@@ -485,30 +618,70 @@ static int tuple_of(int fd, const struct sockaddr *peer, struct shm_tuple *t)
 	return shm_tuple_make(t, peer, (struct sockaddr *)&local);
 }
 
-/* Map the offer for fd's 4-tuple if there is a valid one from our uid. */
-static struct shm_hdr *open_offer(const char *key, size_t *len, enum shunt_reason *why)
+int shm_offer_uid_ok(uid_t uid, gid_t gid)
 {
-	char path[SHM_PATH_MAX];
+	gid_t g;
+	return uid == geteuid() || (shunt_rundir_group(&g) && gid == g);
+}
+
+void shm_share_fd(int fd)
+{
+	if (fd >= 0 && shunt_rundir_group(NULL))
+		fchmod(fd, 0660);
+}
+
+void shm_share_path(const char *path)
+{
+	if (shunt_rundir_group(NULL))
+		chmod(path, 0660);
+}
+
+/* Hold the slot the offer for key names, if there is a valid one from a
+ * user we trust. */
+static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *why)
+{
+	char path[SHM_PATH_MAX], target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
 	if (path_of(path, sizeof path, key, ""))
-		return NULL;
-	int f = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (f < 0)
-		return NULL;
-	struct stat st;
-	struct shm_hdr *h = MAP_FAILED;
-	*why = SHUNT_R_PEER_CRED;
-	if (fstat(f, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
-		*why = SHUNT_R_BAD_OFFER;
-		if (st.st_size >= (off_t)SHM_HDR_SIZE &&
-		    (uint64_t)st.st_size <= SHM_HDR_SIZE + 2ull * SHM_MAX_RING)
-			h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		return -1;
+	ssize_t n = readlink(path, target, sizeof target - 1);
+	if (n < 0) {
+		if (errno == EINVAL)
+			*why = SHUNT_R_BAD_OFFER; /* not a name for a slot */
+		return -1;
 	}
-	REAL(close)(f);
-	if (h == MAP_FAILED)
-		return NULL;
-	*len = (size_t)st.st_size;
-	return h;
+	target[n] = 0;
+	return shm_arena_attach(target, s, why);
+}
+
+/* 1 when a socket is bound at the peer's RX wake name.  connect() on a
+ * datagram socket answers without sending: a datagram would wake the
+ * peer for nothing. */
+static int peer_alive(struct shm_conn *c)
+{
+	static int probe = -1;
+	static pid_t probe_pid;
+	int fd = __atomic_load_n(&probe, __ATOMIC_ACQUIRE);
+	if (fd < 0 || __atomic_load_n(&probe_pid, __ATOMIC_RELAXED) != shunt_pid()) {
+		int nfd = shunt_fd_own(
+			REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), NULL);
+		if (nfd < 0)
+			return 1; /* cannot tell: the commit CAS still decides */
+		if (!__atomic_compare_exchange_n(&probe, &fd, nfd, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			shunt_fd_release(nfd);
+		} else {
+			struct shunt_fd *e = shunt_fd_peek(nfd);
+			if (e)
+				e->owner = &probe;
+			__atomic_store_n(&probe_pid, shunt_pid(), __ATOMIC_RELAXED);
+			fd = nfd;
+		}
+	}
+	if (REAL(connect)(fd, (struct sockaddr *)&c->peer[SHM_WAKE_RX],
+			  c->peer_len[SHM_WAKE_RX]) == 0)
+		return 1;
+	return errno != ECONNREFUSED && errno != ENOENT;
 }
 
 /* Tell the client to carry on over TCP (it replays what it wrote). */
@@ -530,7 +703,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	struct shm_tuple t;
 	char key[96], path[SHM_PATH_MAX];
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
-	size_t len = 0;
+	struct shm_slot slot;
 	SHUNT_GUARD_ENTER();
 	struct shm_hdr *h = NULL;
 	struct shm_conn *c = NULL;
@@ -539,14 +712,14 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	shm_tuple_key(&t, key, sizeof key);
 	if (path_of(path, sizeof path, key, ""))
 		goto out;
-	h = open_offer(key, &len, &why);
-	if (!h)
+	if (open_offer(key, &slot, &why) < 0)
 		goto out;
-	if (shm_hdr_check(h, len, &t) < 0) {
+	h = slot.hdr;
+	if (shm_hdr_check(h, slot.len, &t) < 0) {
 		why = SHUNT_R_BAD_OFFER;
 		goto refuse;
 	}
-	c = conn_new(h, len, SHM_SERVER);
+	c = conn_new(&slot, SHM_SERVER);
 	if (!c) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
@@ -558,17 +731,11 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	}
 	/* The client's wake socket proves it is alive: an offer left by a
 	 * dead process, for a 4-tuple now reused, must not be taken. */
-	int s = shm_wake_sender();
-	char b = 0;
-	if (s < 0 || REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-				  (struct sockaddr *)&c->peer[SHM_WAKE_RX],
-				  c->peer_len[SHM_WAKE_RX]) < 0) {
-		if (errno != EAGAIN) {
-			unlink(path);
-			unlink(c->peer[SHM_WAKE_RX].sun_path);
-			why = SHUNT_R_NO_PEER_SHIM;
-			goto fail;
-		}
+	if (!peer_alive(c)) {
+		unlink(path);
+		unlink(c->peer[SHM_WAKE_RX].sun_path);
+		why = SHUNT_R_NO_PEER_SHIM;
+		goto fail;
 	}
 	uint32_t st = SHM_OFFERED;
 	if (!__atomic_compare_exchange_n(&h->state, &st, SHM_COMMITTED, 0, __ATOMIC_ACQ_REL,
@@ -577,11 +744,17 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		why = SHUNT_R_OFFER_TIMEOUT;
 		goto fail;
 	}
-	h->pid[SHM_SERVER] = getpid();
+	h->pid[SHM_SERVER] = shunt_pid();
 	h->uid[SHM_SERVER] = geteuid();
 	c->committed = 1;
 	unlink(path);
-	shm_wake_peer(c);
+	/* Only a client asleep needs to hear of it (it counted itself in
+	 * before sleeping, see shm_arm); one that is not will see the
+	 * state.  A wakeup costs the client a trip through the scheduler. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->tx.ctl->reader_waiting, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&c->rx.ctl->writer_waiting, __ATOMIC_RELAXED))
+		shm_wake_peer(c);
 	e->conn = &c->base;
 	SHUNT_GUARD_LEAVE();
 	return SHUNT_R_NONE;
@@ -594,7 +767,7 @@ fail:
 	if (c)
 		conn_free(c);
 	else
-		munmap(h, len);
+		shm_arena_release(&slot, 0);
 out:
 	SHUNT_GUARD_LEAVE();
 	return why;
@@ -606,15 +779,15 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	const char *rd = shunt_rundir();
 	struct shm_tuple t;
 	char key[96];
-	size_t len;
+	struct shm_slot slot;
 	enum shunt_reason why;
 	if (!rd || tuple_of(fd, peer, &t) < 0)
 		return;
 	SHUNT_GUARD_ENTER();
 	shm_tuple_key(&t, key, sizeof key);
-	struct shm_hdr *h = open_offer(key, &len, &why);
-	if (h) {
-		if (shm_hdr_check(h, len, &t) == 0) {
+	if (open_offer(key, &slot, &why) == 0) {
+		struct shm_hdr *h = slot.hdr;
+		if (shm_hdr_check(h, slot.len, &t) == 0) {
 			struct shm_conn c = {.side = SHM_SERVER};
 			char path[SHM_PATH_MAX];
 			refuse(h);
@@ -624,7 +797,7 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 			if (bind_wake_peer_only(&c) == 0)
 				shm_wake_peer(&c);
 		}
-		munmap(h, len);
+		shm_arena_release(&slot, 0);
 	}
 	SHUNT_GUARD_LEAVE();
 }
@@ -667,11 +840,11 @@ static int replay(struct shm_conn *c)
 		}
 		return -1;
 	}
-	/* The peer's view: those bytes are gone from the ring.  They went by
-	 * TCP, so they are not shm bytes in the counters. */
+	/* The peer's view: those bytes are gone from the ring.  The stats
+	 * slot keeps them: it counts what the application sent, whichever
+	 * path carried it (the peer counts them once, where it reads them). */
 	shm_ring_consume(&c->tx, n);
 	c->bytes_out -= n;
-	SHUNT_STAT_ADD(&c->base, bytes_out, -(uint64_t)n);
 	return 0;
 }
 
@@ -767,7 +940,13 @@ static void shm_close(struct shunt_conn *base)
 		 * The peer trusts the TCP FIN, which comes with the last
 		 * close. */
 		__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
-		shm_wake_peer(c);
+		/* Only to a peer asleep (see shm_arm): one awake sees the
+		 * hint, and the FIN wakes one that sleeps anyway. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&c->tx.ctl->reader_waiting, __ATOMIC_RELAXED))
+			shm_wake_role(c, SHM_WAKE_RX);
+		if (__atomic_load_n(&c->rx.ctl->writer_waiting, __ATOMIC_RELAXED))
+			shm_wake_role(c, SHM_WAKE_TX);
 	}
 	if (c->side == SHM_CLIENT && !c->committed) {
 		/* The server unlinks an offer it takes; one never taken is

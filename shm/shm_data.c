@@ -241,7 +241,12 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			if (done)
 				return (ssize_t)done;
 			SHUNT_DEBUG("fd=%d read from TCP after switching", c->base.fd);
-			return REAL(recvmsg)(c->base.fd, m, flags);
+			ssize_t r = REAL(recvmsg)(c->base.fd, m, flags);
+			if (r > 0 && !peek) {
+				SHUNT_STAT_ADD(&c->base, bytes_in, (uint64_t)r);
+				SHUNT_STAT_ADD(&c->base, calls_in, 1);
+			}
+			return r;
 		}
 		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		shm_lock(&c->rx.ctl->rlock);
@@ -364,7 +369,12 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			if (done)
 				return (ssize_t)done;
 			drained(c);
-			return REAL(sendmsg)(c->base.fd, m, flags);
+			ssize_t r = REAL(sendmsg)(c->base.fd, m, flags);
+			if (r > 0) {
+				SHUNT_STAT_ADD(&c->base, bytes_out, (uint64_t)r);
+				SHUNT_STAT_ADD(&c->base, calls_out, 1);
+			}
+			return r;
 		}
 		if (moved_on(c))
 			continue;

@@ -13,11 +13,46 @@
 
 #define SHM_PATH_MAX SHUNT_PATH_MAX
 
+/* One connection end's hold on its slot of ring memory (shm_arena.c). */
+struct shm_slot {
+	struct shm_hdr *hdr;
+	uint64_t len;             /* SHM_HDR_SIZE + 2 rings */
+	int lockfd;               /* our locked description of the arena */
+	unsigned slot;
+	struct shm_arena *arena;  /* the mapping it lives in, kept across
+				     connections; NULL with map set when it
+				     could not be kept */
+	void *map;
+	size_t map_len;
+};
+
+/* Client: a slot no end anywhere still holds, its header zeroed; target
+ * ("<arena>:<slot>:<ring>") is what the offer names.  -1 if none can be had. */
+int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen);
+/* Server: hold the slot an offer's target names, mapped; its file checked
+ * (owner, size).  -1 with *why when it cannot be. */
+int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *why);
+/* Let go of a slot (last: the lock, after which it may be reused).  shared:
+ * the connection was shared with another process by fork. */
+void shm_arena_release(struct shm_slot *s, int shared);
+/* At exit: remove the names of the arenas this process owns. */
+void shm_arena_exit(void);
+/* 1 when a file owned by uid:gid may be trusted as an offer from a peer:
+ * our own uid, or with shm_group a file of the group (see
+ * shunt_rundir_group).  Otherwise the connection falls back: peer-cred. */
+int shm_offer_uid_ok(uid_t uid, gid_t gid);
+/* Files and sockets shunt makes in the rundir: private to the user, or with
+ * shm_group readable and writable by the group (the umask would narrow the
+ * mode given at creation, so it is set again by descriptor or path). */
+#define SHM_FILE_MODE 0600
+void shm_share_fd(int fd);
+void shm_share_path(const char *path);
+
 /* An accelerated connection, one end's private view. */
 struct shm_conn {
 	struct shunt_conn base;
 	struct shm_hdr *hdr;
-	size_t map_len;
+	struct shm_slot slot;
 	int side;                 /* enum shm_side */
 	int fd;                   /* a number of the TCP socket in this process */
 	/* Bound datagram sockets the peer wakes us through, one per role so

@@ -2,12 +2,16 @@
  * behind.  Each process sweeps once, boundedly, when it first uses shm.
  *   wake sockets (<key>.c .s .cw .sw): stale when a datagram to them is
  *     refused (nobody has the name bound);
- *   offer files (<key>): a live offer is taken or withdrawn within
- *     offer_timeout_ms (at most 60 s) of its creation; older ones are dead. */
+ *   offers (<key>, a symlink naming a slot): a live offer is taken or
+ *     withdrawn within offer_timeout_ms (at most 60 s) of its creation;
+ *     older ones are dead;
+ *   arenas (a-<pid>-<n>): stale when the owner's flock is gone. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -22,7 +26,7 @@
 void shm_sweep(void)
 {
 	static pid_t swept;
-	pid_t pid = getpid();
+	pid_t pid = shunt_pid();
 	const char *rd = shunt_rundir();
 	if (!rd || __atomic_exchange_n(&swept, pid, __ATOMIC_ACQ_REL) == pid)
 		return;
@@ -52,7 +56,18 @@ void shm_sweep(void)
 					 sizeof a) < 0 &&
 			    errno == ECONNREFUSED)
 				unlink(a.sun_path);
-		} else if (S_ISREG(st.st_mode) && now - st.st_mtime > OFFER_MAX_AGE_S) {
+		} else if (S_ISREG(st.st_mode) && !strncmp(de->d_name, "a-", 2)) {
+			/* An arena: its owner holds LOCK_SH for life.  Ends in
+			 * other processes keep their mappings after the name
+			 * goes. */
+			int f = open(a.sun_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (f >= 0 && flock(f, LOCK_EX | LOCK_NB) == 0)
+				unlink(a.sun_path);
+			if (f >= 0)
+				REAL(close)(f);
+		} else if ((S_ISLNK(st.st_mode) || S_ISREG(st.st_mode)) &&
+			   now - st.st_mtime > OFFER_MAX_AGE_S) {
+			/* An offer (a name for a slot) never taken. */
 			unlink(a.sun_path);
 		}
 	}

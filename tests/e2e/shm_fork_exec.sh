@@ -6,6 +6,8 @@
 #           listener).  Two rounds of 4 concurrent echo_client connections:
 #           every connection on shm at both ends, the bytes counted in the
 #           children.
+#   arena   arena_fork: a connection shared by fork keeps its ring memory
+#           while the parent makes new connections (which reuse rings).
 #   exec    exec_child: connections inherited across execve (the program
 #           itself with the fd in argv; /bin/cat on stdin/stdout) are moved
 #           to TCP before the exec (reason exec), data written before the
@@ -105,7 +107,28 @@ t_fdopen() { # NAME ARGS...
 	assert_moves_explained
 }
 
+# ---------------------------------------------------------------- arena
+# A server sends 512 KiB and closes; the client forks with the connection
+# open, the parent closes its copy and makes 64 connections of its own, and
+# only then does the child read the rest.  Ring memory is reused across
+# connections: the child's slot must not be handed out while it may still
+# read it (every byte checked, to EOF).
+t_arena() {
+	local conns=64
+	for MODE in plain shunt; do
+		shm_phase "arena-$MODE" "$MODE"
+		runx "$PROGS/arena_fork" --conns $conns >"$PDIR/out" 2>"$PDIR/err" ||
+			die "arena_fork failed ($MODE): $(tail -n 2 "$PDIR/err")"
+		grep -q "^PASS arena_fork conns=$conns" "$PDIR/out" || die "no PASS from arena_fork ($MODE)"
+	done
+	check_logs
+	assert_shm_conns arena_fork client $((conns + 1))
+	assert_shm_conns arena_fork server $((conns + 1))
+	assert_rundir_clean
+}
+
 subtest fork t_fork
+subtest arena t_arena
 subtest exec t_exec
 subtest fdopen-server t_fdopen server
 subtest fdopen-both-server-first t_fdopen both-server-first --client-stdio server-first
