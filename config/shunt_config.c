@@ -31,6 +31,10 @@
 #define DEF_AGENT_PORT 7476u
 #define DEF_OFFER_TIMEOUT_MS 500u
 #define MAX_OFFER_TIMEOUT_MS 60000u
+#define DEF_AGENT_CACHE_S 30u
+#define MAX_AGENT_CACHE_S 86400u
+#define DEF_AGENT_TIMEOUT_MS 250u
+#define MAX_AGENT_TIMEOUT_MS 10000u
 #define MAX_SPIN_US 1000000u
 #define MIN_RING_SIZE ((uint64_t)4096)
 #define MAX_RING_SIZE ((uint64_t)1 << 30)
@@ -40,12 +44,17 @@ enum key_id {
 	K_LOG,
 	K_LOG_FILE,
 	K_RUNDIR,
+	K_SHM_GROUP,
 	K_SPIN_US,
 	K_RING_SIZE,
 	K_FABRIC_PROVIDER,
 	K_AGENT_PORT,
 	K_DEFAULT_TRANSPORT,
 	K_OFFER_TIMEOUT_MS,
+	K_AGENT_SECRET,
+	K_AGENT_SECRET_FILE,
+	K_AGENT_CACHE_S,
+	K_AGENT_TIMEOUT_MS,
 	K_RULE,
 	K_COUNT
 };
@@ -59,6 +68,7 @@ static const struct key_def {
 	[K_LOG] = { "log", "SHUNT_LOG", 0 },
 	[K_LOG_FILE] = { "log_file", "SHUNT_LOG_FILE", 1 },
 	[K_RUNDIR] = { "rundir", "SHUNT_RUNDIR", 1 },
+	[K_SHM_GROUP] = { "shm_group", "SHUNT_SHM_GROUP", 1 },
 	[K_SPIN_US] = { "spin_us", "SHUNT_SPIN_US", 0 },
 	[K_RING_SIZE] = { "ring_size", "SHUNT_RING_SIZE", 0 },
 	[K_FABRIC_PROVIDER] = { "fabric_provider", "SHUNT_FABRIC_PROVIDER", 0 },
@@ -66,6 +76,10 @@ static const struct key_def {
 	[K_DEFAULT_TRANSPORT] = { "default_transport",
 				  "SHUNT_DEFAULT_TRANSPORT", 0 },
 	[K_OFFER_TIMEOUT_MS] = { "offer_timeout_ms", "SHUNT_OFFER_TIMEOUT_MS", 0 },
+	[K_AGENT_SECRET] = { "agent_secret", "SHUNT_AGENT_SECRET", 1 },
+	[K_AGENT_SECRET_FILE] = { "agent_secret_file", "SHUNT_AGENT_SECRET_FILE", 1 },
+	[K_AGENT_CACHE_S] = { "agent_cache_s", "SHUNT_AGENT_CACHE_S", 0 },
+	[K_AGENT_TIMEOUT_MS] = { "agent_timeout_ms", "SHUNT_AGENT_TIMEOUT_MS", 0 },
 	[K_RULE] = { "rule", NULL, 0 },
 };
 
@@ -210,6 +224,8 @@ void shunt_config_defaults(struct shunt_config *c)
 	strcpy(c->fabric_provider, "auto");
 	c->agent_port = DEF_AGENT_PORT;
 	c->offer_timeout_ms = DEF_OFFER_TIMEOUT_MS;
+	c->agent_cache_s = DEF_AGENT_CACHE_S;
+	c->agent_timeout_ms = DEF_AGENT_TIMEOUT_MS;
 	c->default_transport = SHUNT_TP_AUTO;
 }
 
@@ -247,6 +263,42 @@ static int parse_size(const char *v, size_t n, uint64_t *out)
 		return -1;
 	*out = x << shift;
 	return 0;
+}
+
+/* shm_group: "" (none), a number below (gid_t)-1, or a name as useradd
+ * accepts them: letters, digits, '_', '.', '-' (not first), a final '$'. */
+static int group_check(const char *v, size_t n)
+{
+	size_t i, digits = 0;
+	uint64_t x;
+
+	if (n == 0)
+		return 0;
+	if (n > SHUNT_GROUP_MAX || v[0] == '-')
+		return -1;
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+		if (ch >= '0' && ch <= '9')
+			digits++;
+		else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' ||
+			   ch == '.' || ch == '-' || (ch == '$' && i == n - 1)))
+			return -1;
+	}
+	if (digits == n)
+		return parse_u64(v, n, 4294967294u, &x);
+	return 0;
+}
+
+int shunt_config_group_id(const struct shunt_config *c, unsigned *gid)
+{
+	uint64_t x;
+	size_t n = strlen(c->shm_group);
+
+	if (!n || strspn(c->shm_group, "0123456789") != n ||
+	    parse_u64(c->shm_group, n, 4294967294u, &x))
+		return 0;
+	*gid = (unsigned)x;
+	return 1;
 }
 
 /* A path value: at most PATH_MAX-1 bytes, no control characters. */
@@ -394,6 +446,15 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 				    q, name);
 		return 0;
 
+	case K_SHM_GROUP:
+		if (group_check(val, vn))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected a group name or a number below 4294967295, or \"\")",
+				    q, name);
+		memcpy(c->shm_group, val, vn);
+		c->shm_group[vn] = '\0';
+		return 0;
+
 	case K_SPIN_US:
 		if (parse_u64(val, vn, MAX_SPIN_US, &x))
 			return fail(err, errlen, origin,
@@ -452,6 +513,50 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 				    "bad value '%s' for %s (expected an integer 1..%u)",
 				    q, name, MAX_OFFER_TIMEOUT_MS);
 		c->offer_timeout_ms = (unsigned)x;
+		return 0;
+
+	case K_AGENT_SECRET:
+		/* Printable ASCII without spaces, so it survives every source
+		 * (file, environment, SHUNT_OPTIONS) the same way.  Setting
+		 * one of agent_secret / agent_secret_file clears the other:
+		 * the source of higher precedence wins. */
+		for (i = 0; i < vn; i++)
+			if ((unsigned char)val[i] <= 0x20 || (unsigned char)val[i] >= 0x7f ||
+			    val[i] == ',')
+				break;
+		if (i < vn || (vn && vn < SHUNT_AGENT_SECRET_MIN) || vn > SHUNT_AGENT_SECRET_MAX)
+			return fail(err, errlen, origin,
+				    "bad value for %s (expected %d..%d printable characters, no space or comma)",
+				    name, SHUNT_AGENT_SECRET_MIN, SHUNT_AGENT_SECRET_MAX);
+		memcpy(c->agent_secret, val, vn);
+		c->agent_secret[vn] = '\0';
+		if (vn)
+			c->agent_secret_file[0] = '\0';
+		return 0;
+
+	case K_AGENT_SECRET_FILE:
+		if ((vn && val[0] != '/') || copy_path(c->agent_secret_file, val, vn))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an absolute path or \"\")",
+				    q, name);
+		if (vn)
+			c->agent_secret[0] = '\0';
+		return 0;
+
+	case K_AGENT_CACHE_S:
+		if (parse_u64(val, vn, MAX_AGENT_CACHE_S, &x))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 0..%u)",
+				    q, name, MAX_AGENT_CACHE_S);
+		c->agent_cache_s = (unsigned)x;
+		return 0;
+
+	case K_AGENT_TIMEOUT_MS:
+		if (parse_u64(val, vn, MAX_AGENT_TIMEOUT_MS, &x) || x == 0)
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 1..%u)",
+				    q, name, MAX_AGENT_TIMEOUT_MS);
+		c->agent_timeout_ms = (unsigned)x;
 		return 0;
 
 	case K_RULE:
@@ -873,6 +978,8 @@ size_t shunt_config_describe(const struct shunt_config *c, char *buf,
 		put_item(&o, "log_file", c->log_file);
 	if (c->rundir[0])
 		put_item(&o, "rundir", c->rundir);
+	if (c->shm_group[0])
+		put_item(&o, "shm_group", c->shm_group);
 	if (c->spin_us != DEF_SPIN_US) {
 		snprintf(num, sizeof(num), "%u", c->spin_us);
 		put_item(&o, "spin_us", num);
@@ -905,6 +1012,18 @@ size_t shunt_config_describe(const struct shunt_config *c, char *buf,
 	if (c->agent_port != DEF_AGENT_PORT) {
 		snprintf(num, sizeof(num), "%u", (unsigned)c->agent_port);
 		put_item(&o, "agent_port", num);
+	}
+	if (c->agent_secret[0])
+		put_item(&o, "agent_secret", "(set)"); /* never the secret itself */
+	if (c->agent_secret_file[0])
+		put_item(&o, "agent_secret_file", c->agent_secret_file);
+	if (c->agent_cache_s != DEF_AGENT_CACHE_S) {
+		snprintf(num, sizeof(num), "%u", c->agent_cache_s);
+		put_item(&o, "agent_cache_s", num);
+	}
+	if (c->agent_timeout_ms != DEF_AGENT_TIMEOUT_MS) {
+		snprintf(num, sizeof(num), "%u", c->agent_timeout_ms);
+		put_item(&o, "agent_timeout_ms", num);
 	}
 	if (c->default_transport != SHUNT_TP_AUTO)
 		put_item(&o, "default_transport",

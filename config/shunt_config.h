@@ -20,6 +20,9 @@
 #define SHUNT_MAX_RULES 256
 #define SHUNT_PROG_GLOB_MAX 64
 #define SHUNT_ERR_MAX 512
+#define SHUNT_GROUP_MAX 32 /* shm_group: a group name's length (useradd's limit) */
+#define SHUNT_AGENT_SECRET_MIN 16
+#define SHUNT_AGENT_SECRET_MAX 128
 
 enum shunt_transport {
 	SHUNT_TP_AUTO = 0,   /* fastest path both ends share */
@@ -58,6 +61,10 @@ struct shunt_config {
 	enum shunt_log_level log_level;       /* log = error|warn|info|debug */
 	char log_file[PATH_MAX];              /* "" = stderr; %p expands to the pid */
 	char rundir[PATH_MAX];                /* "" = /run/shunt, else /tmp/shunt-$UID */
+	char shm_group[SHUNT_GROUP_MAX + 1];  /* "" = rundir private to the user;
+						 else a group name or number whose
+						 members share it (see
+						 shunt_config_group_id) */
 	unsigned spin_us;                     /* busy-poll budget before sleeping */
 	size_t ring_size;                     /* bytes per direction, power of two */
 	char fabric_provider[32];             /* "auto", "verbs", "tcp", ... */
@@ -65,6 +72,12 @@ struct shunt_config {
 	enum shunt_transport default_transport; /* when no rule matches */
 	unsigned offer_timeout_ms;            /* client waits this long for the
 						 server to take an shm offer */
+	char agent_secret[SHUNT_AGENT_SECRET_MAX + 1]; /* shared secret of the
+						 agents and shims ("" = none) */
+	char agent_secret_file[PATH_MAX];     /* or a file holding it */
+	unsigned agent_cache_s;               /* a host without agent is not
+						 asked again for this long */
+	unsigned agent_timeout_ms;            /* bound on one agent exchange */
 	unsigned nrules;
 	struct shunt_rule rules[SHUNT_MAX_RULES];
 };
@@ -75,6 +88,10 @@ struct shunt_config {
  * callers discard it. */
 
 void shunt_config_defaults(struct shunt_config *c);
+
+/* shm_group as a number: 1 with *gid set when it is one ("1000"), 0 when it
+ * is a name (resolved by the caller, with getgrnam) or empty. */
+int shunt_config_group_id(const struct shunt_config *c, unsigned *gid);
 
 /* Parse configuration text.  name is used in messages (usually the path). */
 int shunt_config_parse(struct shunt_config *c, const char *name,

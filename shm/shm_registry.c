@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -69,6 +70,18 @@ static int entry_path(char *buf, size_t len, const char *rundir, const char *nam
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* A registry shared by a group (shm_group: l/ is setgid and group-writable)
+ * gets entries the group can open, to probe their lock.  Decided from the
+ * directory, so shuntd, which reads the same registry, needs no config. */
+static void share_like_dir(int fd, const char *rundir)
+{
+	char dir[SHM_PATH_MAX];
+	struct stat st;
+	if (snprintf(dir, sizeof dir, "%s/l", rundir) < (int)sizeof dir && stat(dir, &st) == 0 &&
+	    (st.st_mode & (S_ISGID | 0020)) == (S_ISGID | 0020))
+		fchmod(fd, 0660);
+}
+
 /* Open (creating) and share-lock one entry.  Retries when a client removed
  * the file between our open and our lock, so a live listener never holds a
  * lock on an unlinked entry. */
@@ -78,9 +91,10 @@ static int hold(const char *rundir, const char *name, int *owner)
 	if (entry_path(path, sizeof path, rundir, name))
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
-		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, SHM_FILE_MODE);
 		if (fd < 0)
 			return -1;
+		share_like_dir(fd, rundir);
 		struct stat a, b;
 		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 &&
 		    stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
@@ -164,7 +178,7 @@ void shm_registry_remove(const char *rundir, struct shm_listener *l)
 	l->nlocks = 0;
 }
 
-static int live(const char *rundir, const char *name)
+static int live(const char *rundir, const char *name, unsigned *uid)
 {
 	char path[SHM_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
@@ -173,6 +187,10 @@ static int live(const char *rundir, const char *name)
 	if (fd < 0)
 		return 0;
 	int ok;
+	struct stat st;
+	/* The listener created the entry: its owner is the listener's uid. */
+	if (uid && fstat(fd, &st) == 0)
+		*uid = (unsigned)st.st_uid;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		/* Nobody holds it: the listener is gone. */
 		unlink(path);
@@ -184,6 +202,62 @@ static int live(const char *rundir, const char *name)
 	return ok;
 }
 
+/* Entries found live, kept open: the next connection to the same place
+ * asks the lock alone (one system call, not four).  A listener that went
+ * away released the lock of the file we hold, even if a new one has since
+ * registered under the name: then we look the name up again. */
+#define REG_CACHE 16
+static struct {
+	uint8_t addr[16];
+	uint16_t port;
+	int fd;
+	pid_t pid;
+} reg_cache[REG_CACHE];
+static unsigned reg_next;
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int cached_live(const uint8_t a[16], uint16_t port)
+{
+	int found = 0;
+	pthread_mutex_lock(&reg_mu);
+	for (unsigned i = 0; i < REG_CACHE; i++) {
+		if (reg_cache[i].fd <= 0 || reg_cache[i].port != port ||
+		    memcmp(reg_cache[i].addr, a, 16))
+			continue;
+		if (reg_cache[i].pid == shunt_pid() && flock(reg_cache[i].fd, LOCK_EX | LOCK_NB) < 0 &&
+		    errno == EWOULDBLOCK) {
+			found = 1;
+		} else {
+			if (reg_cache[i].pid == shunt_pid())
+				shunt_fd_release(reg_cache[i].fd);
+			reg_cache[i].fd = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return found;
+}
+
+static void cache_live(const char *rundir, const char *name, const uint8_t a[16],
+		       uint16_t port)
+{
+	char path[SHM_PATH_MAX];
+	if (entry_path(path, sizeof path, rundir, name))
+		return;
+	int fd = shunt_fd_own(open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), NULL);
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&reg_mu);
+	unsigned i = reg_next++ % REG_CACHE;
+	if (reg_cache[i].fd > 0 && reg_cache[i].pid == shunt_pid())
+		shunt_fd_release(reg_cache[i].fd);
+	memcpy(reg_cache[i].addr, a, 16);
+	reg_cache[i].port = port;
+	reg_cache[i].fd = fd;
+	reg_cache[i].pid = shunt_pid();
+	pthread_mutex_unlock(&reg_mu);
+}
+
 int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 {
 	uint8_t a[16];
@@ -191,12 +265,33 @@ int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 	char name[80];
 	if (shm_addr16(dst, a, &port) < 0)
 		return 0;
+	if (cached_live(a, port))
+		return 1;
 	entry_name(name, sizeof name, a, port);
-	if (live(rundir, name))
+	if (!live(rundir, name, NULL)) {
+		if (!is_loopback(a))
+			return 0;
+		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
+		if (!live(rundir, name, NULL))
+			return 0;
+	}
+	cache_live(rundir, name, a, port);
+	return 1;
+}
+
+int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid)
+{
+	uint8_t a[16];
+	uint16_t port;
+	char name[80];
+	if (shm_addr16(dst, a, &port) < 0)
+		return 0;
+	entry_name(name, sizeof name, a, port);
+	if (live(rundir, name, uid))
 		return 1;
 	if (is_loopback(a)) {
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
-		return live(rundir, name);
+		return live(rundir, name, uid);
 	}
 	return 0;
 }

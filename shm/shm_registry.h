@@ -39,6 +39,9 @@ void shm_registry_remove(const char *rundir, struct shm_listener *l);
 
 /* 1 when a live shunt listener is registered for dst, else 0. */
 int shm_registry_lookup(const char *rundir, const struct sockaddr *dst);
+/* The same, with *uid (may be NULL) the owner of the live entry: the uid
+ * of the listening process (for shuntd, which files offers for it). */
+int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid);
 
 /* Inode of this process's network namespace (0 if unknown). */
 unsigned long shm_netns(void);

@@ -314,6 +314,44 @@ Test(settings, rundir)
 	BAD("rundir = ~/x", "bad value '~/x' for rundir");
 }
 
+Test(settings, shm_group)
+{
+	unsigned gid = 7;
+
+	shunt_config_defaults(&cfg);
+	cr_assert_str_empty(cfg.shm_group);
+	cr_assert_eq(shunt_config_group_id(&cfg, &gid), 0);
+	OK("shm_group = shunt");
+	cr_assert_str_eq(cfg.shm_group, "shunt");
+	cr_assert_eq(shunt_config_group_id(&cfg, &gid), 0, "a name is not a number");
+	OK("shm_group = app-users_2.x$");
+	cr_assert_str_eq(cfg.shm_group, "app-users_2.x$");
+	OK("shm_group = 1000");
+	cr_assert_eq(shunt_config_group_id(&cfg, &gid), 1);
+	cr_assert_eq(gid, 1000);
+	OK("shm_group = 0");
+	cr_assert_eq(shunt_config_group_id(&cfg, &gid), 1);
+	cr_assert_eq(gid, 0);
+	OK("shm_group = 4294967294");
+	cr_assert_eq(shunt_config_group_id(&cfg, &gid), 1);
+	cr_assert_eq(gid, 4294967294u);
+	OK("shm_group = \"users\"");
+	cr_assert_str_eq(cfg.shm_group, "users");
+	OK("shm_group = 1000\nshm_group = \"\"");
+	cr_assert_str_empty(cfg.shm_group);
+	OK("shm_group = 32charactersxxxxxxxxxxxxxxxxxxxx");
+	BAD_EQ("\nshm_group = 4294967295",
+	       "t.conf:2: bad value '4294967295' for shm_group (expected a group name or a number below 4294967295, or \"\")");
+	BAD("shm_group = 33charactersxxxxxxxxxxxxxxxxxxxxx", "t.conf:1: bad value");
+	BAD("shm_group = -g", "bad value '-g' for shm_group");
+	BAD("shm_group = a b", "for shm_group");
+	BAD("shm_group = a/b", "bad value 'a/b' for shm_group");
+	BAD("shm_group = a$b", "bad value 'a$b' for shm_group");
+	BAD("shm_group = 12a:", "for shm_group");
+	BAD("shm_group = 99999999999999999999", "for shm_group");
+	BAD("shm_group = gr\xc3\xbcppe", "for shm_group");
+}
+
 Test(settings, spin_us)
 {
 	OK("spin_us = 0");
@@ -404,6 +442,71 @@ Test(settings, agent_port)
 	BAD("agent_port = 65536", "bad value '65536' for agent_port");
 	BAD("agent_port = -1", "bad value '-1' for agent_port");
 	BAD("agent_port = http", "bad value 'http' for agent_port");
+}
+
+Test(settings, agent_secret)
+{
+	OK("");
+	cr_assert_str_empty(cfg.agent_secret);
+	OK("agent_secret = 0123456789abcdef");
+	cr_assert_str_eq(cfg.agent_secret, "0123456789abcdef");
+	OK("agent_secret = \"\"");
+	cr_assert_str_empty(cfg.agent_secret);
+	char longest[SHUNT_AGENT_SECRET_MAX + 32];
+	memset(longest, 'k', SHUNT_AGENT_SECRET_MAX);
+	snprintf(longest + SHUNT_AGENT_SECRET_MAX, 32, "\n");
+	char line[sizeof longest + 32];
+	snprintf(line, sizeof line, "agent_secret = %s", longest);
+	OK(line);
+	cr_assert_eq(strlen(cfg.agent_secret), SHUNT_AGENT_SECRET_MAX);
+	snprintf(line, sizeof line, "agent_secret = k%s", longest);
+	BAD(line, "for agent_secret (expected 16..128 printable characters");
+	BAD("agent_secret = short", "for agent_secret (expected 16..128");
+	BAD("agent_secret = \"0123456789 abcdef\"", "no space or comma");
+	/* The secret never appears in a message. */
+	cr_assert_eq(parse_text("agent_secret = \"0123456789,abcdef\""), -1);
+	cr_assert_null(strstr(err, "0123456789"), "secret echoed: %s", err);
+}
+
+Test(settings, agent_secret_file)
+{
+	OK("agent_secret_file = /etc/shunt/secret");
+	cr_assert_str_eq(cfg.agent_secret_file, "/etc/shunt/secret");
+	BAD("agent_secret_file = secret", "bad value 'secret' for agent_secret_file");
+	/* One replaces the other: the source of higher precedence wins. */
+	OK("agent_secret = 0123456789abcdef\nagent_secret_file = /s");
+	cr_assert_str_empty(cfg.agent_secret);
+	cr_assert_str_eq(cfg.agent_secret_file, "/s");
+	OK("agent_secret_file = /s\nagent_secret = 0123456789abcdef");
+	cr_assert_str_empty(cfg.agent_secret_file);
+	cr_assert_str_eq(cfg.agent_secret, "0123456789abcdef");
+}
+
+Test(settings, agent_cache_and_timeout)
+{
+	OK("");
+	cr_assert_eq(cfg.agent_cache_s, 30);
+	cr_assert_eq(cfg.agent_timeout_ms, 250);
+	OK("agent_cache_s = 0\nagent_timeout_ms = 1");
+	cr_assert_eq(cfg.agent_cache_s, 0);
+	cr_assert_eq(cfg.agent_timeout_ms, 1);
+	OK("agent_cache_s = 86400\nagent_timeout_ms = 10000");
+	cr_assert_eq(cfg.agent_cache_s, 86400);
+	cr_assert_eq(cfg.agent_timeout_ms, 10000);
+	BAD_EQ("agent_cache_s = 86401",
+	       "t.conf:1: bad value '86401' for agent_cache_s (expected an integer 0..86400)");
+	BAD_EQ("agent_timeout_ms = 0",
+	       "t.conf:1: bad value '0' for agent_timeout_ms (expected an integer 1..10000)");
+	BAD("agent_timeout_ms = 10001", "bad value '10001' for agent_timeout_ms");
+	BAD("agent_cache_s = -1", "bad value '-1' for agent_cache_s");
+}
+
+Test(describe, agent_keys_hide_the_secret)
+{
+	char buf[512];
+	OK("agent_secret = 0123456789abcdef\nagent_cache_s = 5\nagent_timeout_ms = 100");
+	shunt_config_describe(&cfg, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "agent_secret=(set) agent_cache_s=5 agent_timeout_ms=100");
 }
 
 Test(settings, default_transport)
@@ -1089,6 +1192,7 @@ Test(env, every_variable)
 	env_set("SHUNT_LOG", "debug");
 	env_set("SHUNT_LOG_FILE", "/tmp/s-%p.log");
 	env_set("SHUNT_RUNDIR", "/tmp/rd");
+	env_set("SHUNT_SHM_GROUP", "4242");
 	env_set("SHUNT_SPIN_US", " 77 ");
 	env_set("SHUNT_RING_SIZE", "256k");
 	env_set("SHUNT_FABRIC_PROVIDER", "tcp");
@@ -1099,6 +1203,7 @@ Test(env, every_variable)
 	cr_assert_eq(cfg.log_level, SHUNT_LOG_DEBUG);
 	cr_assert_str_eq(cfg.log_file, "/tmp/s-%p.log");
 	cr_assert_str_eq(cfg.rundir, "/tmp/rd");
+	cr_assert_str_eq(cfg.shm_group, "4242");
 	cr_assert_eq(cfg.spin_us, 77);
 	cr_assert_eq(cfg.ring_size, 256 * 1024);
 	cr_assert_str_eq(cfg.fabric_provider, "tcp");
@@ -1253,6 +1358,10 @@ Test(describe, differences)
 	shunt_config_describe(&cfg, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "log_file=/tmp/l-%p.log rundir=/run/x ring_size=1G "
 			 "fabric_provider=tcp;ofi_rxm agent_port=1 default_transport=kernel");
+
+	OK("shm_group = 61000\nrundir = /dev/shm/g");
+	shunt_config_describe(&cfg, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "rundir=/dev/shm/g shm_group=61000");
 
 	OK("ring_size = 4096\nlog_file = \"/tmp/a b\"\nlog=info");
 	shunt_config_describe(&cfg, buf, sizeof(buf));

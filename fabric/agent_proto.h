@@ -1,0 +1,125 @@
+/* The shuntd wire protocol, spoken by client shims (fab_rdv.c) and the agent.
+ *
+ * Every message is one frame:
+ *
+ *   0  'S' 'D'   magic (never the start of an HTTP request: the agent's
+ *                port also answers GET /metrics)
+ *   2  version   AGENT_PROTO_VERSION
+ *   3  type      enum agent_type
+ *   4  length    body bytes, big endian, at most AGENT_BODY_MAX
+ *   8  body      fixed layout per type, integers big endian
+ *
+ * Decoding is total: a byte string is a complete valid frame, a valid
+ * prefix of one (more bytes needed), or rejected.  Each type has one exact
+ * body length; padding bytes (addr past addrlen, provider past its NUL)
+ * must be zero, so a decoded frame encodes back to the same bytes.
+ *
+ * Conversation (the client speaks first, so the same port can sniff HTTP):
+ *   no secret:    OFFER -> OFFER_ANSWER, QUERY -> QUERY_ANSWER, ...
+ *   with secret:  HELLO(cnonce) -> CHALLENGE(snonce)
+ *                 AUTH(HMAC(secret, "shuntd-client" snonce cnonce))
+ *                   -> AUTH_OK(HMAC(secret, "shuntd-agent" cnonce snonce))
+ *                 then requests as above.  The secret never travels.
+ * An agent that refuses sends ERROR(code) and closes. */
+#ifndef AGENT_PROTO_H
+#define AGENT_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/shunt_config.h"
+#include "fab_rdv.h"
+
+#define AGENT_PROTO_VERSION 1
+#define AGENT_MAGIC0 'S'
+#define AGENT_MAGIC1 'D'
+#define AGENT_HDR_LEN 8u
+#define AGENT_BODY_MAX 256u
+#define AGENT_FRAME_MAX (AGENT_HDR_LEN + AGENT_BODY_MAX)
+#define AGENT_NONCE_LEN 32u
+#define AGENT_MAC_LEN 32u
+#define AGENT_OFFER_LEN 228u /* encoded struct fab_offer */
+#define AGENT_SECRET_MIN SHUNT_AGENT_SECRET_MIN
+#define AGENT_SECRET_MAX SHUNT_AGENT_SECRET_MAX
+
+enum agent_type {
+	AGENT_HELLO = 1,     /* client: nonce */
+	AGENT_CHALLENGE,     /* agent: nonce */
+	AGENT_AUTH,          /* client: mac */
+	AGENT_AUTH_OK,       /* agent: mac */
+	AGENT_QUERY,         /* client: addr16, port */
+	AGENT_QUERY_ANSWER,  /* agent: status */
+	AGENT_OFFER,         /* client: struct fab_offer */
+	AGENT_OFFER_ANSWER,  /* agent: status */
+	AGENT_ERROR,         /* agent: code; it closes after */
+	AGENT_TYPE_END
+};
+
+enum agent_status {
+	AGENT_ST_OK = 0,          /* live listener (and, for OFFER, filed) */
+	AGENT_ST_NO_LISTENER = 1, /* no live shunt listener there */
+	AGENT_ST_REFUSED = 2,     /* the offer cannot be filed (owner, tuple) */
+	AGENT_ST_END
+};
+
+enum agent_error {
+	AGENT_E_VERSION = 1,  /* frame version not spoken here */
+	AGENT_E_MALFORMED,    /* bad magic, type, length or field */
+	AGENT_E_OVERSIZED,    /* length above AGENT_BODY_MAX */
+	AGENT_E_AUTH,         /* authentication required or failed */
+	AGENT_E_UNEXPECTED,   /* a valid message out of turn */
+	AGENT_E_BUSY,         /* too many clients */
+	AGENT_E_END
+};
+
+struct agent_msg {
+	uint8_t type; /* enum agent_type */
+	union {
+		uint8_t nonce[AGENT_NONCE_LEN]; /* HELLO, CHALLENGE */
+		uint8_t mac[AGENT_MAC_LEN];     /* AUTH, AUTH_OK */
+		struct {
+			uint8_t addr[16];       /* IPv4 as mapped IPv6 */
+			uint16_t port;
+		} query;
+		uint8_t status;                 /* *_ANSWER: enum agent_status */
+		uint8_t code;                   /* ERROR: enum agent_error */
+		struct fab_offer offer;
+	} u;
+};
+
+/* Decode the frame at the start of buf[0..len).  Returns its length (> 0)
+ * with *m filled, 0 when buf is a valid prefix (read more), or -1 with
+ * *why (enum agent_error) when no continuation can make it valid. */
+int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why);
+
+/* Encode m into buf (at least AGENT_FRAME_MAX bytes).  Returns the frame's
+ * length, 0 if m is not valid (the same checks decoding makes). */
+size_t agent_encode(const struct agent_msg *m, uint8_t *buf);
+
+/* Every field of o in bounds: provider a non-empty NUL-terminated name of
+ * [a-z0-9_;-], 0 < addrlen <= FAB_ADDR_MAX, 0 < addr_format <= 0xffff,
+ * ring_size a power of two within shm's ring bounds, ports non-zero.  0 if
+ * so, else -1.  (Padding is not looked at: encoding zeroes it, decoding
+ * requires it zero.) */
+int agent_offer_check(const struct fab_offer *o);
+
+/* Challenge-response MACs.  client: 1 for the client's proof, 0 for the
+ * agent's. */
+void agent_auth_mac(const char *secret, size_t slen, int client,
+		    const uint8_t cnonce[AGENT_NONCE_LEN],
+		    const uint8_t snonce[AGENT_NONCE_LEN], uint8_t mac[AGENT_MAC_LEN]);
+
+/* Read a secret file: at most AGENT_SECRET_MAX bytes, trailing newlines
+ * dropped, at least AGENT_SECRET_MIN left, not readable or writable by
+ * group or others.  Returns the length, or -1 with a message in err. */
+int agent_secret_read(const char *path, char *out, size_t cap, char *err, size_t errlen);
+
+/* The secret a configuration names (agent_secret, else agent_secret_file):
+ * length, 0 when none is configured, -1 with err on a bad file. */
+int agent_secret_get(const struct shunt_config *c, char *out, size_t cap, char *err,
+		     size_t errlen);
+
+const char *agent_type_name(int type);
+const char *agent_error_name(int code);
+
+#endif

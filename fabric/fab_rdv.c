@@ -1,0 +1,388 @@
+/* Remote rendezvous (fab_rdv.h): the client's offer through the agent on the
+ * destination host, the server's taking of it from <rundir>/f.
+ *
+ * The exchange runs on one short TCP connection of shunt's own (an internal
+ * fd, made under the guard) and is bounded as a whole by timeout_ms.  A
+ * host whose agent did not answer, or refused us, is remembered in a small
+ * fixed table for agent_cache_s, so a plain network costs one probe per host
+ * and the hot path neither allocates nor makes a system call. */
+#include "fab_rdv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_hmac.h"
+#include "agent_proto.h"
+#include "preload/shunt_core.h"
+#include "preload/shunt_log.h"
+#include "preload/shunt_ownfd.h"
+#include "preload/shunt_real.h"
+#include "preload/shunt_rundir.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- per-host negative cache ---------------------------------------------------
+ * 4-way set associative, 64 sets: a lookup reads at most 4 entries under a
+ * one-byte spinlock held for a few loads (no system call inside, so a
+ * signal handler re-entering connect() on the same thread is the only way
+ * to find it taken: it then skips the cache rather than spin). */
+
+#define CACHE_WAYS 4
+#define CACHE_SETS 64
+
+struct cache_entry {
+	uint8_t addr[16];
+	uint64_t until_ms;   /* 0: free */
+	uint8_t result;      /* enum fab_rdv_result */
+};
+
+static struct cache_entry cache[CACHE_SETS][CACHE_WAYS];
+static uint8_t cache_lock;
+
+static unsigned cache_set(const uint8_t a[16])
+{
+	uint32_t h = 2166136261u;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ a[i]) * 16777619u;
+	return (h ^ (h >> 15)) % CACHE_SETS;
+}
+
+static int cache_take(void)
+{
+	for (int spins = 0; spins < 1000; spins++) {
+		if (!__atomic_exchange_n(&cache_lock, 1, __ATOMIC_ACQUIRE))
+			return 1;
+		shunt_cpu_relax();
+	}
+	return 0;
+}
+
+static void cache_give(void)
+{
+	__atomic_store_n(&cache_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* 1 with *r when a live entry says what happened last time. */
+static int cache_get(const uint8_t a[16], uint64_t now, enum fab_rdv_result *r)
+{
+	struct cache_entry *set = cache[cache_set(a)];
+	int hit = 0;
+	if (!cache_take())
+		return 0;
+	for (int i = 0; i < CACHE_WAYS; i++)
+		if (set[i].until_ms > now && !memcmp(set[i].addr, a, 16)) {
+			*r = (enum fab_rdv_result)set[i].result;
+			hit = 1;
+			break;
+		}
+	cache_give();
+	return hit;
+}
+
+static void cache_put(const uint8_t a[16], uint64_t until, enum fab_rdv_result r)
+{
+	struct cache_entry *set = cache[cache_set(a)];
+	if (!cache_take())
+		return;
+	/* The same host, else a free or expired way, else the one that
+	 * expires first. */
+	int w = 0;
+	for (int i = 0; i < CACHE_WAYS; i++) {
+		if (!memcmp(set[i].addr, a, 16)) {
+			w = i;
+			break;
+		}
+		if (set[i].until_ms < set[w].until_ms)
+			w = i;
+	}
+	memcpy(set[w].addr, a, 16);
+	set[w].until_ms = until;
+	set[w].result = (uint8_t)r;
+	cache_give();
+}
+
+/* ---- the secret ----------------------------------------------------------------- */
+
+static char secret[AGENT_SECRET_MAX + 1];
+static int secret_len = -2; /* -2 not read yet, -1 unusable, else length */
+
+/* Read once: a secret file is not read on every connect. */
+static int get_secret(void)
+{
+	int n = __atomic_load_n(&secret_len, __ATOMIC_ACQUIRE);
+	if (n != -2)
+		return n;
+	char buf[AGENT_SECRET_MAX + 1], err[256] = "";
+	n = agent_secret_get(shunt_config(), buf, sizeof buf, err, sizeof err);
+	if (n < 0)
+		shunt_log(SHUNT_LOG_WARN, "%s: fabric offers are off", err);
+	int expect = -2;
+	/* Two threads may both read it; the first to publish wins. */
+	if (n > 0)
+		memcpy(secret, buf, (size_t)n + 1);
+	if (!__atomic_compare_exchange_n(&secret_len, &expect, n, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		n = expect;
+	memset(buf, 0, sizeof buf);
+	return n;
+}
+
+/* ---- one exchange with an agent ----------------------------------------------------- */
+
+struct link {
+	int fd;
+	uint64_t deadline;
+	uint8_t in[AGENT_FRAME_MAX];
+	size_t nin;
+};
+
+/* Wait for events on the link until the deadline: 1 ready, 0 timed out,
+ * -1 error. */
+static int wait_for(struct link *l, short events)
+{
+	for (;;) {
+		uint64_t now = now_ms();
+		if (now >= l->deadline)
+			return 0;
+		struct pollfd p = {.fd = l->fd, .events = events};
+		int r = REAL(poll)(&p, 1, (int)(l->deadline - now));
+		if (r > 0)
+			return p.revents & (POLLERR | POLLNVAL) && !(p.revents & events) ? -1 : 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static int send_msg(struct link *l, const struct agent_msg *m)
+{
+	uint8_t buf[AGENT_FRAME_MAX];
+	size_t n = agent_encode(m, buf), off = 0;
+	if (!n)
+		return -1;
+	while (off < n) {
+		ssize_t w = REAL(send)(l->fd, buf + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (w < 0 && errno == EAGAIN && wait_for(l, POLLOUT) <= 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Next frame: 1 with *m, 0 timed out or closed, -1 a malformed frame. */
+static int recv_msg(struct link *l, struct agent_msg *m)
+{
+	for (;;) {
+		int why, n = agent_decode(l->in, l->nin, m, &why);
+		if (n > 0) {
+			memmove(l->in, l->in + n, l->nin - (size_t)n);
+			l->nin -= (size_t)n;
+			return 1;
+		}
+		if (n < 0)
+			return -1;
+		ssize_t r = REAL(recv)(l->fd, l->in + l->nin, sizeof l->in - l->nin, MSG_DONTWAIT);
+		if (r > 0) {
+			l->nin += (size_t)r;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			return 0;
+		if (wait_for(l, POLLIN) <= 0)
+			return 0;
+	}
+}
+
+static int open_link(struct link *l, const struct sockaddr *dst, socklen_t len, uint16_t port)
+{
+	struct sockaddr_storage a;
+	if (len > sizeof a)
+		return -1;
+	memcpy(&a, dst, len);
+	if (a.ss_family == AF_INET)
+		((struct sockaddr_in *)&a)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)&a)->sin6_port = htons(port);
+	int fd = REAL(socket)(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	/* Ours while it lives: the application cannot close or dup2 over it
+	 * from another thread. */
+	l->fd = shunt_fd_own(fd, &l->fd);
+	int one = 1;
+	REAL(setsockopt)(l->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (REAL(connect)(l->fd, (struct sockaddr *)&a, len) == 0)
+		return 0;
+	if (errno != EINPROGRESS && errno != EINTR)
+		return -1;
+	if (wait_for(l, POLLOUT) <= 0)
+		return -1;
+	int err = 0;
+	socklen_t el = sizeof err;
+	if (REAL(getsockopt)(l->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err)
+		return -1;
+	return 0;
+}
+
+/* The challenge-response, both ways: the agent proves it knows the secret
+ * too, so an offer's token never goes to an impostor. */
+static enum fab_rdv_result authenticate(struct link *l, const char *key, size_t klen)
+{
+	struct agent_msg m = {.type = AGENT_HELLO}, a;
+	uint8_t cnonce[AGENT_NONCE_LEN], mac[AGENT_MAC_LEN];
+	if (getrandom(cnonce, sizeof cnonce, 0) != (ssize_t)sizeof cnonce)
+		return FAB_RDV_REFUSED;
+	memcpy(m.u.nonce, cnonce, sizeof cnonce);
+	if (send_msg(l, &m) < 0)
+		return FAB_RDV_NO_AGENT;
+	int r = recv_msg(l, &a);
+	if (r <= 0)
+		return r < 0 ? FAB_RDV_REFUSED : FAB_RDV_NO_AGENT;
+	if (a.type != AGENT_CHALLENGE)
+		return FAB_RDV_REFUSED;
+	m.type = AGENT_AUTH;
+	agent_auth_mac(key, klen, 1, cnonce, a.u.nonce, m.u.mac);
+	agent_auth_mac(key, klen, 0, cnonce, a.u.nonce, mac);
+	if (send_msg(l, &m) < 0)
+		return FAB_RDV_NO_AGENT;
+	r = recv_msg(l, &a);
+	if (r <= 0)
+		return r < 0 ? FAB_RDV_REFUSED : FAB_RDV_NO_AGENT;
+	if (a.type != AGENT_AUTH_OK || hmac_equal(a.u.mac, mac, AGENT_MAC_LEN))
+		return FAB_RDV_REFUSED;
+	return FAB_RDV_OK;
+}
+
+/* *host: the answer holds for the host (no agent, or the agent refused us:
+ * secret, version), not just for this offer. */
+static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
+				    const struct fab_offer *o, int timeout_ms, int *host)
+{
+	const struct shunt_config *cfg = shunt_config();
+	struct link l = {.fd = -1, .deadline = now_ms() + (uint64_t)timeout_ms};
+	enum fab_rdv_result res = FAB_RDV_NO_AGENT;
+	int klen = get_secret();
+	*host = 1;
+	if (klen < 0)
+		return FAB_RDV_REFUSED;
+	if (open_link(&l, dst, len, cfg->agent_port) < 0)
+		goto out;
+	if (klen > 0 && (res = authenticate(&l, secret, (size_t)klen)) != FAB_RDV_OK)
+		goto out;
+	res = FAB_RDV_NO_AGENT;
+	struct agent_msg m = {.type = AGENT_OFFER}, a;
+	m.u.offer = *o;
+	if (send_msg(&l, &m) < 0)
+		goto out;
+	int r = recv_msg(&l, &a);
+	if (r < 0 || (r > 0 && a.type == AGENT_ERROR)) {
+		res = FAB_RDV_REFUSED;
+	} else if (r > 0 && a.type == AGENT_OFFER_ANSWER) {
+		/* About this offer only (the listener, its owner, the tuple). */
+		*host = 0;
+		res = a.u.status == AGENT_ST_OK	       ? FAB_RDV_OK
+		      : a.u.status == AGENT_ST_NO_LISTENER ? FAB_RDV_NO_LISTENER
+							   : FAB_RDV_REFUSED;
+	} else if (r > 0) {
+		res = FAB_RDV_REFUSED;
+	}
+out:
+	if (l.fd >= 0)
+		shunt_fd_release(l.fd);
+	return res;
+}
+
+enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
+				  const struct fab_offer *o, int timeout_ms)
+{
+	uint8_t a16[16];
+	uint16_t port;
+	enum fab_rdv_result r;
+	/* Our own offer out of bounds says nothing about the host. */
+	if (shm_addr16(dst, a16, &port) < 0 || agent_offer_check(o) < 0)
+		return FAB_RDV_REFUSED;
+	const struct shunt_config *cfg = shunt_config();
+	if (timeout_ms <= 0)
+		timeout_ms = (int)cfg->agent_timeout_ms;
+	uint64_t now = now_ms();
+	if (cache_get(a16, now, &r))
+		return r;
+	int saved = errno, host = 1;
+	SHUNT_GUARD_ENTER();
+	r = exchange(dst, len, o, timeout_ms, &host);
+	SHUNT_GUARD_LEAVE();
+	errno = saved;
+	if (host && cfg->agent_cache_s)
+		cache_put(a16, now_ms() + (uint64_t)cfg->agent_cache_s * 1000, r);
+	if (shunt_config()->log_level >= SHUNT_LOG_DEBUG) {
+		char h[INET6_ADDRSTRLEN] = "?";
+		inet_ntop(AF_INET6, a16, h, sizeof h);
+		shunt_log(SHUNT_LOG_DEBUG, "fabric offer for [%s]:%u via its agent: %s", h,
+			  (unsigned)port,
+			  r == FAB_RDV_OK		? "filed"
+			  : r == FAB_RDV_NO_LISTENER ? "no listener"
+			  : r == FAB_RDV_NO_AGENT    ? "no agent"
+						     : "refused");
+	}
+	return r;
+}
+
+/* ---- server: take the filed offer --------------------------------------------------- */
+
+int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o)
+{
+	char key[32], path[SHUNT_PATH_MAX];
+	uint8_t buf[AGENT_FRAME_MAX + 1];
+	struct agent_msg m;
+	int rc = -1;
+	if (!rundir)
+		return -1;
+	shm_tuple_key(t, key, sizeof key);
+	if ((size_t)snprintf(path, sizeof path, "%s/f/%s", rundir, key) >= sizeof path)
+		return -1;
+	SHUNT_GUARD_ENTER();
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		goto out;
+	struct stat st;
+	ssize_t n = -1;
+	/* Filed by the agent for us: ours (the agent chowns it to the
+	 * listener's uid), a regular file, exactly one OFFER frame long.  One
+	 * for another user is left alone (the agent sweeps it); ours is
+	 * removed, taken or bad, as it is of no use to anyone else. */
+	int mine = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+	if (mine && st.st_size == AGENT_HDR_LEN + AGENT_OFFER_LEN)
+		n = REAL(read)(fd, buf, sizeof buf);
+	REAL(close)(fd);
+	if (mine)
+		unlink(path);
+	int why;
+	if (n != AGENT_HDR_LEN + AGENT_OFFER_LEN ||
+	    agent_decode(buf, (size_t)n, &m, &why) != (int)n || m.type != AGENT_OFFER ||
+	    memcmp(&m.u.offer.tuple, t, sizeof *t))
+		goto out;
+	*o = m.u.offer;
+	rc = 0;
+out:
+	SHUNT_GUARD_LEAVE();
+	return rc;
+}

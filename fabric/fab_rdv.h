@@ -1,0 +1,65 @@
+/* Remote rendezvous: how a client shim tells the peer host that it wants a
+ * fabric connection, and how the accepting shim there finds out.
+ *
+ *   client shim                  shuntd on the server's host     server shim
+ *   bind(), open its passive
+ *   endpoint, fab_rdv_offer() -> is addr:port a live shunt
+ *                                listener (shm registry)?  file
+ *                                the offer as <rundir>/f/<key>
+ *                             <- answer
+ *   TCP connect() ----------------------------------------------> accept()
+ *                                                                fab_rdv_take()
+ *   passive endpoint <------------- fi_connect(token) ----------
+ *
+ * The TCP connection is the control plane throughout; nothing travels on it
+ * but the application's bytes.  Every field of an offer is hostile to the
+ * side that did not write it. */
+#ifndef FAB_RDV_H
+#define FAB_RDV_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "shm_proto.h" /* struct shm_tuple, shm_tuple_key */
+
+#define FAB_ADDR_MAX 128
+#define FAB_TOKEN_LEN 16
+
+struct fab_offer {
+	struct shm_tuple tuple;      /* client, server as the client sees them */
+	uint8_t token[FAB_TOKEN_LEN]; /* random; the accepting side presents it
+					 as connection data when it connects
+					 back, and the client refuses any
+					 other */
+	char provider[32];           /* libfabric provider of the client's
+					passive endpoint, NUL-terminated */
+	uint32_t addr_format;        /* FI_SOCKADDR_IN, FI_SOCKADDR_IN6, ... */
+	uint32_t addrlen;            /* <= FAB_ADDR_MAX */
+	uint8_t addr[FAB_ADDR_MAX];  /* the passive endpoint (fi_getname) */
+	uint64_t ring_size;          /* bytes per direction the client asks */
+};
+
+enum fab_rdv_result {
+	FAB_RDV_OK = 0,        /* a live listener; the offer is filed */
+	FAB_RDV_NO_LISTENER,   /* an agent answered: no shunt listener there */
+	FAB_RDV_NO_AGENT,      /* nothing answered in time (cached per host) */
+	FAB_RDV_REFUSED,       /* the agent refused (secret, version, bounds) */
+};
+
+/* Client side, before the TCP connect: ask the agent on dst's host
+ * (dst's address, agent_port) to file offer o for the listener at dst.
+ * Bounded by timeout_ms (<= 0: the agent_timeout_ms setting).  A host whose
+ * agent did not answer (or refused us) is remembered for agent_cache_s, so a
+ * plain network costs one probe per host, not one per connection: then this
+ * returns the remembered FAB_RDV_NO_AGENT / FAB_RDV_REFUSED at once.
+ * Authenticates with agent_secret / agent_secret_file when set.  Preserves
+ * errno. */
+enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
+				  const struct fab_offer *o, int timeout_ms);
+
+/* Server side, in accept(): take (read and remove) the offer filed for the
+ * accepted connection's tuple.  0 with *o filled and checked (bounds, tuple
+ * equal to t), -1 when there is none or it is malformed. */
+int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o);
+
+#endif

@@ -1,0 +1,249 @@
+/* shuntd: the per-host agent of shunt (see shuntd(8)).
+ *
+ *   shuntd [--listen ADDR] [--config FILE] [--daemon] [--pidfile FILE] [-v]
+ *
+ * Reads the same shunt.conf as the shims (agent_port, rundir, agent_secret
+ * or agent_secret_file, agent_timeout_ms), listens on agent_port (TCP) and
+ * on <rundir>/agent.sock, and serves until SIGTERM or SIGINT. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shunt/version.h>
+
+#include "shuntd.h"
+#include "shuntd_net.h"
+#include "stats_read.h"
+
+#define SWEEP_MS 5000
+#define REAP_MS 100
+
+struct shuntd shuntd;
+
+void shuntd_log(const char *fmt, ...)
+{
+	char line[512];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	n += snprintf(line + n, sizeof line - (size_t)n, " shuntd[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	if (n < (int)sizeof line)
+		n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n >= (int)sizeof line - 1)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	if (write(2, line, (size_t)n) < 0) {
+		/* nowhere else to say it */
+	}
+}
+
+static const char *env(const char *name)
+{
+	return getenv(name);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shuntd [--listen ADDR] [--config FILE] [--daemon] [--pidfile FILE] [-v]\n"
+		"  --listen ADDR   TCP address to listen on (default: every address)\n"
+		"  --config FILE   configuration file (default $SHUNT_CONFIG or %s)\n"
+		"  --daemon        detach (logs then go to /dev/null: prefer the foreground)\n"
+		"  --pidfile FILE  write the pid there\n"
+		"  -v, --verbose   log every request\n"
+		"  --version       print the version\n"
+		"Keys read from shunt.conf: agent_port, rundir, agent_secret,\n"
+		"agent_secret_file, agent_timeout_ms. See shuntd(8).\n",
+		SHUNT_DEFAULT_CONFIG);
+}
+
+static void on_signal(struct ev_loop *el, int fd, void *data, int mask)
+{
+	struct signalfd_siginfo si;
+	while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+			shuntd_log("signal %u: shutting down", si.ssi_signo);
+			ev_stop(el);
+		}
+	}
+}
+
+static int daemonize(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	return chdir("/");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, 0, 'l'}, {"config", required_argument, 0, 'c'},
+		{"daemon", no_argument, 0, 'd'},       {"pidfile", required_argument, 0, 'p'},
+		{"verbose", no_argument, 0, 'v'},      {"version", no_argument, 0, 'V'},
+		{"help", no_argument, 0, 'h'},	       {0, 0, 0, 0},
+	};
+	const char *listen_addr = NULL, *pidfile = NULL;
+	int daemon = 0, c;
+	while ((c = getopt_long(argc, argv, "l:c:dp:vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			listen_addr = optarg;
+			break;
+		case 'c':
+			setenv("SHUNT_CONFIG", optarg, 1);
+			break;
+		case 'd':
+			daemon = 1;
+			break;
+		case 'p':
+			pidfile = optarg;
+			break;
+		case 'v':
+			shuntd.log_debug = 1;
+			break;
+		case 'V':
+			printf("shuntd %s\n", SHUNT_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (pidfile && pidfile[0] != '/') {
+		fprintf(stderr, "shuntd: --pidfile must be an absolute path\n");
+		return 2;
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	char err[SHUNT_ERR_MAX];
+	if (shunt_config_load(&shuntd.cfg, env, err, sizeof err) < 0) {
+		fprintf(stderr, "shuntd: %s\n", err);
+		return 1;
+	}
+	if (shuntd.cfg.log_level >= SHUNT_LOG_DEBUG)
+		shuntd.log_debug = 1;
+	shuntd.secret_len = agent_secret_get(&shuntd.cfg, shuntd.secret, sizeof shuntd.secret,
+					     err, sizeof err);
+	if (shuntd.secret_len < 0) {
+		fprintf(stderr, "shuntd: %s\n", err);
+		return 1;
+	}
+	/* A request is one frame; a peer gets a few times its own bound. */
+	shuntd.client_timeout_ms = shuntd.cfg.agent_timeout_ms * 4;
+	if (shuntd.client_timeout_ms < 1000)
+		shuntd.client_timeout_ms = 1000;
+	if (shunt_stats_rundir(NULL, shuntd.rundir, sizeof shuntd.rundir, err, sizeof err) < 0 ||
+	    rundir_prepare(shuntd.rundir, err, sizeof err) < 0) {
+		fprintf(stderr, "shuntd: %s\n", err);
+		return 1;
+	}
+
+	/* Signals arrive as events; SIGPIPE never (every send is MSG_NOSIGNAL,
+	 * but be sure). */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	/* Blocked from here on (a daemon's child inherits the mask): one that
+	 * arrives during startup is read from the signalfd and still ends in
+	 * a clean exit. */
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	int tfd = net_tcp_listen(listen_addr, shuntd.cfg.agent_port, err, sizeof err);
+	if (tfd < 0) {
+		fprintf(stderr, "shuntd: %s\n", err);
+		return 1;
+	}
+	char upath[300];
+	snprintf(upath, sizeof upath, "%s/agent.sock", shuntd.rundir);
+	int ufd = net_unix_listen(upath, err, sizeof err);
+	if (ufd < 0) {
+		fprintf(stderr, "shuntd: %s\n", err);
+		return 1;
+	}
+	/* Root's agent serving a user's rundir: the socket is that user's, so
+	 * the user's shims can connect to it. */
+	struct stat rst;
+	if (geteuid() == 0 && stat(shuntd.rundir, &rst) == 0 && rst.st_uid != 0 &&
+	    chown(upath, rst.st_uid, rst.st_gid) < 0) {
+		fprintf(stderr, "shuntd: chown %s: %s\n", upath, strerror(errno));
+		return 1;
+	}
+	if (daemon && daemonize() < 0) {
+		fprintf(stderr, "shuntd: --daemon: %s\n", strerror(errno));
+		return 1;
+	}
+	if (pidfile) {
+		FILE *pf = fopen(pidfile, "we");
+		if (!pf || fprintf(pf, "%d\n", (int)getpid()) < 0 || fclose(pf) != 0) {
+			fprintf(stderr, "shuntd: --pidfile %s: %s\n", pidfile, strerror(errno));
+			return 1;
+		}
+	}
+	int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	shuntd.el = ev_create();
+	if (sfd < 0 || !shuntd.el ||
+	    ev_watch(shuntd.el, sfd, EV_READ, on_signal, NULL) < 0 ||
+	    ev_watch(shuntd.el, tfd, EV_READ, client_accept, NULL) < 0 ||
+	    ev_watch(shuntd.el, ufd, EV_READ, client_accept, (void *)1) < 0 ||
+	    ev_every(shuntd.el, REAP_MS, client_reap, NULL) < 0 ||
+	    ev_every(shuntd.el, SWEEP_MS, rundir_sweep, NULL) < 0) {
+		fprintf(stderr, "shuntd: event loop: %s\n", strerror(errno));
+		return 1;
+	}
+	shuntd_log("serving on %s port %u and %s, rundir %s%s", listen_addr ? listen_addr : "*",
+		   (unsigned)shuntd.cfg.agent_port, upath, shuntd.rundir,
+		   shuntd.secret_len ? ", secret required" : "");
+	rundir_sweep(shuntd.el, NULL);
+	int rc = ev_run(shuntd.el);
+	client_close_all();
+	close(tfd);
+	close(ufd);
+	unlink(upath);
+	if (pidfile)
+		unlink(pidfile);
+	ev_free(shuntd.el);
+	memset(shuntd.secret, 0, sizeof shuntd.secret);
+	shuntd_log("stopped");
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,89 @@
+/* shuntd, the per-host agent: state shared by its parts.
+ *
+ *   shuntd.c          options, configuration, signals, the main loop
+ *   shuntd_ev.c       event loop (file events, periodic timers)
+ *   shuntd_net.c      listening and accepting sockets
+ *   shuntd_client.c   one client connection: agent protocol, or HTTP
+ *   shuntd_http.c     the HTTP request GET /metrics
+ *   shuntd_rundir.c   filing offers, sweeping stale rundir entries
+ *   shuntd_metrics.c  counters and the Prometheus text of GET /metrics
+ */
+#ifndef SHUNTD_H
+#define SHUNTD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config/shunt_config.h"
+#include "fabric/agent_proto.h"
+#include "shuntd_ev.h"
+
+#define SHUNTD_MAX_CLIENTS 1024
+
+/* Why a client was dropped; the index of shuntd_errors_total{reason}. */
+enum shuntd_err {
+	SE_MALFORMED,   /* a frame that cannot be valid, or garbage */
+	SE_OVERSIZED,   /* a length above the bound */
+	SE_VERSION,     /* another protocol version */
+	SE_AUTH,        /* no or wrong proof of the secret */
+	SE_UNEXPECTED,  /* a valid message out of turn */
+	SE_TIMEOUT,     /* no complete request within the read deadline */
+	SE_BUSY,        /* SHUNTD_MAX_CLIENTS reached */
+	SE_HTTP,        /* a bad HTTP request */
+	SE_IO,          /* the connection failed */
+	SE_COUNT
+};
+
+enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_COUNT };
+enum shuntd_offer_res { SO_FILED, SO_NO_LISTENER, SO_REFUSED, SO_COUNT };
+enum shuntd_swept { SW_REGISTRY, SW_OFFER, SW_SHM, SW_STATS, SW_COUNT };
+
+struct shuntd_counters {
+	uint64_t clients[2];          /* accepted: [0] tcp, [1] unix */
+	uint64_t requests[SR_COUNT];
+	uint64_t errors[SE_COUNT];
+	uint64_t queries[2];          /* [0] no listener, [1] live */
+	uint64_t offers[SO_COUNT];
+	uint64_t swept[SW_COUNT];
+	unsigned open_clients;
+};
+
+struct shuntd {
+	struct shunt_config cfg;
+	char rundir[256];
+	char secret[AGENT_SECRET_MAX + 1];
+	int secret_len;               /* 0: none configured */
+	unsigned client_timeout_ms;   /* read deadline of one request */
+	struct ev_loop *el;
+	struct shuntd_counters n;
+	int log_debug;
+};
+
+extern struct shuntd shuntd;
+
+void shuntd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define SHUNTD_DEBUG(...)                         \
+	do {                                      \
+		if (shuntd.log_debug)             \
+			shuntd_log(__VA_ARGS__); \
+	} while (0)
+
+/* shuntd_client.c: a new connection on a listener (unix: from the rundir
+ * socket); closes those past their deadline. */
+void client_accept(struct ev_loop *el, int lfd, void *data, int mask);
+void client_reap(struct ev_loop *el, void *data);
+void client_close_all(void);
+
+/* shuntd_rundir.c */
+int rundir_prepare(const char *rundir, char *err, size_t errlen);
+/* File o for the listener owned by uid: 0, or -1. */
+int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid);
+/* Remove stale registry entries, offers and shm leftovers. */
+void rundir_sweep(struct ev_loop *el, void *data);
+
+/* shuntd_metrics.c: the response body of GET /metrics, malloc'ed. */
+char *metrics_render(size_t *len);
+/* Fold the counters of processes that exited into the totals. */
+void metrics_scan(void);
+
+#endif

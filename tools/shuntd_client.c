@@ -1,0 +1,368 @@
+/* One client of the agent.  The first byte tells the protocol apart: 'S'
+ * starts an agent frame, 'G'/'H' an HTTP request (GET /metrics; TCP port
+ * only), anything else is garbage.  Every client must complete each request
+ * within client_timeout_ms; a malformed, oversized or late one is counted
+ * and closed, and nothing it sends can stop the others being served. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fabric/agent_hmac.h"
+#include "shm/shm_registry.h"
+#include "shuntd.h"
+#include "shuntd_http.h"
+#include "shuntd_net.h"
+
+#define IN_MAX 1024 /* an agent frame, or an HTTP request head */
+
+enum mode { M_NEW, M_AGENT, M_HTTP };
+
+struct client {
+	int fd;
+	int is_unix;
+	enum mode mode;
+	int hello;                /* HELLO seen: snonce/cnonce valid */
+	int authed;
+	int closing;              /* close once out is flushed */
+	uint8_t cnonce[AGENT_NONCE_LEN], snonce[AGENT_NONCE_LEN];
+	struct sockaddr_storage peer;
+	uint64_t deadline;
+	size_t nin;
+	uint8_t in[IN_MAX];
+	char *out;                /* pending output: small[] or malloc'ed */
+	size_t nout, outoff;
+	char small[AGENT_FRAME_MAX * 2];
+	struct client *prev, *next;
+};
+
+static struct client *clients;
+
+static void drop(struct client *c)
+{
+	ev_unwatch(shuntd.el, c->fd);
+	close(c->fd);
+	if (c->out != c->small)
+		free(c->out);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	shuntd.n.open_clients--;
+	free(c);
+}
+
+static void fail(struct client *c, enum shuntd_err e)
+{
+	shuntd.n.errors[e]++;
+	SHUNTD_DEBUG("client fd %d dropped: %s", c->fd,
+		     (const char *[]){"malformed", "oversized", "version", "auth", "unexpected",
+				      "timeout", "busy", "http", "io"}[e]);
+}
+
+static void on_event(struct ev_loop *el, int fd, void *data, int mask);
+
+/* Write what is pending; 0 when all is out, 1 when some waits, -1 dead. */
+static int flush(struct client *c)
+{
+	while (c->outoff < c->nout) {
+		ssize_t w = send(c->fd, c->out + c->outoff, c->nout - c->outoff,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			c->outoff += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return ev_watch(shuntd.el, c->fd, EV_WRITE, on_event, c) < 0 ? -1 : 1;
+		return -1;
+	}
+	if (c->out != c->small)
+		free(c->out);
+	c->out = c->small;
+	c->nout = c->outoff = 0;
+	return 0;
+}
+
+static void reply(struct client *c, const struct agent_msg *m)
+{
+	if (c->nout + AGENT_FRAME_MAX > sizeof c->small || c->out != c->small)
+		return; /* handle() runs only with nothing pending: cannot happen */
+	c->nout += agent_encode(m, (uint8_t *)c->small + c->nout);
+}
+
+static void reply_error(struct client *c, int code, enum shuntd_err e)
+{
+	struct agent_msg m = {.type = AGENT_ERROR, .u.code = (uint8_t)code};
+	reply(c, &m);
+	fail(c, e);
+	c->closing = 1;
+}
+
+/* The offer's client address must be the address this agent connection
+ * comes from: a peer can only offer for its own connections. */
+static int offer_from_peer(const struct client *c, const struct fab_offer *o)
+{
+	uint8_t a[16];
+	uint16_t port;
+	if (c->is_unix)
+		return 1;
+	return shm_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
+	       !memcmp(a, o->tuple.caddr, 16);
+}
+
+static void to_sockaddr(const uint8_t a[16], uint16_t port, struct sockaddr_in6 *s6)
+{
+	memset(s6, 0, sizeof *s6);
+	s6->sin6_family = AF_INET6;
+	memcpy(&s6->sin6_addr, a, 16);
+	s6->sin6_port = htons(port);
+}
+
+static void do_offer(struct client *c, const struct fab_offer *o)
+{
+	struct agent_msg m = {.type = AGENT_OFFER_ANSWER};
+	struct sockaddr_in6 s6;
+	unsigned uid = 0;
+	/* A mapped IPv4 address is looked up as what it is. */
+	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(o->tuple.sport)};
+	const struct sockaddr *dst = (const struct sockaddr *)&s6;
+	to_sockaddr(o->tuple.saddr, o->tuple.sport, &s6);
+	if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
+		memcpy(&s4.sin_addr, o->tuple.saddr + 12, 4);
+		dst = (const struct sockaddr *)&s4;
+	}
+	if (!offer_from_peer(c, o)) {
+		m.u.status = AGENT_ST_REFUSED;
+		shuntd.n.offers[SO_REFUSED]++;
+	} else if (!shm_registry_lookup_uid(shuntd.rundir, dst, &uid)) {
+		m.u.status = AGENT_ST_NO_LISTENER;
+		shuntd.n.offers[SO_NO_LISTENER]++;
+	} else if (rundir_file_offer(shuntd.rundir, o, uid) < 0) {
+		m.u.status = AGENT_ST_REFUSED;
+		shuntd.n.offers[SO_REFUSED]++;
+	} else {
+		m.u.status = AGENT_ST_OK;
+		shuntd.n.offers[SO_FILED]++;
+	}
+	SHUNTD_DEBUG("offer for port %u: %s", (unsigned)o->tuple.sport,
+		     m.u.status == AGENT_ST_OK ? "filed"
+		     : m.u.status == AGENT_ST_NO_LISTENER ? "no listener" : "refused");
+	reply(c, &m);
+}
+
+static void do_query(struct client *c, const struct agent_msg *q)
+{
+	struct agent_msg m = {.type = AGENT_QUERY_ANSWER};
+	struct sockaddr_in6 s6;
+	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(q->u.query.port)};
+	const struct sockaddr *dst = (const struct sockaddr *)&s6;
+	to_sockaddr(q->u.query.addr, q->u.query.port, &s6);
+	if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
+		memcpy(&s4.sin_addr, q->u.query.addr + 12, 4);
+		dst = (const struct sockaddr *)&s4;
+	}
+	int live = shm_registry_lookup(shuntd.rundir, dst);
+	shuntd.n.queries[live]++;
+	m.u.status = live ? AGENT_ST_OK : AGENT_ST_NO_LISTENER;
+	reply(c, &m);
+}
+
+static void handle(struct client *c, const struct agent_msg *m)
+{
+	/* Peers across the network prove the secret first; local shims reach
+	 * the Unix socket only through the rundir's permissions. */
+	int need_auth = shuntd.secret_len > 0 && !c->is_unix && !c->authed;
+	struct agent_msg r;
+	switch (m->type) {
+	case AGENT_HELLO:
+		shuntd.n.requests[SR_HELLO]++;
+		if (c->hello)
+			return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
+		memcpy(c->cnonce, m->u.nonce, AGENT_NONCE_LEN);
+		if (getrandom(c->snonce, AGENT_NONCE_LEN, 0) != (ssize_t)AGENT_NONCE_LEN)
+			return reply_error(c, AGENT_E_AUTH, SE_IO);
+		c->hello = 1;
+		r.type = AGENT_CHALLENGE;
+		memcpy(r.u.nonce, c->snonce, AGENT_NONCE_LEN);
+		return reply(c, &r);
+	case AGENT_AUTH: {
+		shuntd.n.requests[SR_AUTH]++;
+		uint8_t mac[AGENT_MAC_LEN];
+		if (!c->hello || c->authed)
+			return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
+		if (!shuntd.secret_len)
+			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
+		agent_auth_mac(shuntd.secret, (size_t)shuntd.secret_len, 1, c->cnonce, c->snonce,
+			       mac);
+		if (hmac_equal(mac, m->u.mac, AGENT_MAC_LEN))
+			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
+		c->authed = 1;
+		r.type = AGENT_AUTH_OK;
+		agent_auth_mac(shuntd.secret, (size_t)shuntd.secret_len, 0, c->cnonce, c->snonce,
+			       r.u.mac);
+		return reply(c, &r);
+	}
+	case AGENT_QUERY:
+		shuntd.n.requests[SR_QUERY]++;
+		if (need_auth)
+			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
+		return do_query(c, m);
+	case AGENT_OFFER:
+		shuntd.n.requests[SR_OFFER]++;
+		if (need_auth)
+			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
+		return do_offer(c, &m->u.offer);
+	default:
+		return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
+	}
+}
+
+/* An HTTP request head is complete (or can never be): answer, then close. */
+static void http_step(struct client *c)
+{
+	size_t n = 0;
+	char *resp = NULL;
+	int r = http_answer(c->in, c->nin, sizeof c->in, &resp, &n);
+	if (r == 0)
+		return;
+	if (r < 0)
+		fail(c, SE_HTTP);
+	c->closing = 1;
+	if (resp) {
+		c->out = resp;
+		c->nout = n;
+		c->outoff = 0;
+	}
+}
+
+/* Act on what has arrived; stops while output is pending, so a client that
+ * sends without reading cannot make the agent buffer without bound. */
+static void process(struct client *c)
+{
+	while (!c->closing && c->nout == 0 && c->nin) {
+		if (c->mode == M_NEW) {
+			if (c->in[0] == AGENT_MAGIC0)
+				c->mode = M_AGENT;
+			else if (!c->is_unix && (c->in[0] == 'G' || c->in[0] == 'H'))
+				c->mode = M_HTTP;
+			else {
+				fail(c, SE_MALFORMED);
+				c->closing = 1;
+				return;
+			}
+		}
+		if (c->mode == M_HTTP)
+			return http_step(c);
+		struct agent_msg m;
+		int why = AGENT_E_MALFORMED;
+		int n = agent_decode(c->in, c->nin, &m, &why);
+		if (n == 0)
+			return;
+		if (n < 0) {
+			enum shuntd_err e = why == AGENT_E_OVERSIZED ? SE_OVERSIZED
+					    : why == AGENT_E_VERSION ? SE_VERSION
+								     : SE_MALFORMED;
+			return reply_error(c, why, e);
+		}
+		memmove(c->in, c->in + n, c->nin - (size_t)n);
+		c->nin -= (size_t)n;
+		c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
+		handle(c, &m);
+	}
+}
+
+static void on_event(struct ev_loop *el, int fd, void *data, int mask)
+{
+	struct client *c = data;
+	if (mask & EV_READ && !c->closing) {
+		ssize_t r = recv(c->fd, c->in + c->nin, sizeof c->in - c->nin, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+			if (c->nin || c->mode == M_NEW || r < 0)
+				fail(c, c->nin ? SE_MALFORMED : SE_IO); /* cut mid-frame */
+			return drop(c);
+		}
+		if (r > 0)
+			c->nin += (size_t)r;
+	}
+	for (;;) {
+		process(c);
+		int f = flush(c);
+		if (f < 0)
+			return drop(c);
+		if (f > 0)
+			return; /* EV_WRITE armed */
+		if (c->closing)
+			return drop(c);
+		if (!c->nin || c->mode == M_HTTP || !agent_decode(c->in, c->nin, &(struct agent_msg){0}, NULL))
+			break;
+	}
+	if (ev_watch(el, fd, EV_READ, on_event, c) < 0)
+		drop(c);
+}
+
+void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
+{
+	int is_unix = data != NULL;
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage ss;
+		int fd = net_accept(lfd, &ss);
+		if (fd < 0)
+			return;
+		shuntd.n.clients[is_unix]++;
+		struct client *c = shuntd.n.open_clients < SHUNTD_MAX_CLIENTS ? malloc(sizeof *c) : NULL;
+		if (!c) {
+			/* Busy: say so if it is an agent client, then drop it. */
+			static const uint8_t busy[] = {AGENT_MAGIC0, AGENT_MAGIC1, AGENT_PROTO_VERSION,
+						       AGENT_ERROR, 0, 0, 0, 1, AGENT_E_BUSY};
+			send(fd, busy, sizeof busy, MSG_NOSIGNAL | MSG_DONTWAIT);
+			shuntd.n.errors[SE_BUSY]++;
+			close(fd);
+			continue;
+		}
+		memset(c, 0, offsetof(struct client, in));
+		c->fd = fd;
+		c->is_unix = is_unix;
+		c->peer = ss;
+		c->out = c->small;
+		c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
+		c->nout = c->outoff = 0;
+		c->prev = NULL; /* after in[], which the memset leaves alone */
+		c->next = clients;
+		if (clients)
+			clients->prev = c;
+		clients = c;
+		shuntd.n.open_clients++;
+		if (ev_watch(el, fd, EV_READ, on_event, c) < 0) {
+			fail(c, SE_IO);
+			drop(c);
+		}
+	}
+}
+
+void client_reap(struct ev_loop *el, void *data)
+{
+	uint64_t now = ev_now_ms();
+	struct client *c = clients, *next;
+	for (; c; c = next) {
+		next = c->next;
+		if (now >= c->deadline) {
+			fail(c, SE_TIMEOUT);
+			drop(c);
+		}
+	}
+}
+
+void client_close_all(void)
+{
+	while (clients)
+		drop(clients);
+}

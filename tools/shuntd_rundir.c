@@ -1,0 +1,183 @@
+/* The agent's side of the runtime directory: filing offers in f/, and
+ * removing what dead processes left behind (l/ entries whose lock is free,
+ * offers nobody took, shm files and wake sockets of dead connections). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shuntd.h"
+
+/* An offer is taken within a connect's time of its filing; a listener with
+ * a long accept backlog may take longer, so be generous. */
+#define OFFER_MAX_AGE_S 120
+#define TMP_MAX_AGE_S 10
+#define SWEEP_MAX 4096
+
+static int subdir(const char *rundir, const char *sub, const struct stat *owner, char *err,
+		  size_t errlen)
+{
+	char p[300];
+	snprintf(p, sizeof p, "%s/%s", rundir, sub);
+	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", p, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a directory", p);
+		return -1;
+	}
+	/* Root's agent serving another user's rundir: the directory belongs
+	 * to that user, as if the shims had made it. */
+	if (st.st_uid != owner->st_uid && geteuid() == 0 && chown(p, owner->st_uid, owner->st_gid) < 0) {
+		snprintf(err, errlen, "chown %s: %s", p, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int rundir_prepare(const char *rundir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (mkdir(rundir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", rundir, strerror(errno));
+		return -1;
+	}
+	if (lstat(rundir, &st) < 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002)) {
+		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
+		return -1;
+	}
+	static const char *const subs[] = {"l", "o", "s", "f"};
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+		if (subdir(rundir, subs[i], &st, err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
+int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid)
+{
+	static unsigned seq;
+	struct agent_msg m = {.type = AGENT_OFFER};
+	uint8_t buf[AGENT_FRAME_MAX];
+	char key[32], tmp[320], path[320];
+	m.u.offer = *o;
+	size_t n = agent_encode(&m, buf);
+	if (!n)
+		return -1;
+	shm_tuple_key(&o->tuple, key, sizeof key);
+	snprintf(path, sizeof path, "%s/f/%s", rundir, key);
+	snprintf(tmp, sizeof tmp, "%s/f/.%s.%d.%u", rundir, key, (int)getpid(), seq++);
+	/* Written whole under a temporary name, then renamed: the accepting
+	 * shim sees no file or a complete one. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	int ok = write(fd, buf, n) == (ssize_t)n;
+	if (ok && uid != (unsigned)geteuid())
+		ok = fchown(fd, uid, (gid_t)-1) == 0;
+	ok = ok && fchmod(fd, 0600) == 0;
+	ok = close(fd) == 0 && ok;
+	if (ok && rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	return -1;
+}
+
+/* ---- sweeping -------------------------------------------------------------------- */
+
+static void sweep_registry(const char *dir)
+{
+	DIR *d = opendir(dir);
+	for (int n = 0; d && n < SWEEP_MAX; n++) {
+		struct dirent *de = readdir(d);
+		if (!de)
+			break;
+		if (de->d_name[0] == '.')
+			continue;
+		int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		/* Every listener holds LOCK_SH while it lives; a listener
+		 * racing us re-checks the inode after locking (shm_registry.c
+		 * hold()), so removing a free entry is safe. */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), de->d_name, 0) == 0) {
+			shuntd.n.swept[SW_REGISTRY]++;
+			SHUNTD_DEBUG("swept stale registry entry %s", de->d_name);
+		}
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+static void sweep_offers(const char *dir, time_t now)
+{
+	DIR *d = opendir(dir);
+	for (int n = 0; d && n < SWEEP_MAX; n++) {
+		struct dirent *de = readdir(d);
+		if (!de)
+			break;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		time_t max = de->d_name[0] == '.' ? TMP_MAX_AGE_S : OFFER_MAX_AGE_S;
+		if (now - st.st_mtime > max && unlinkat(dirfd(d), de->d_name, 0) == 0)
+			shuntd.n.swept[SW_OFFER]++;
+	}
+	if (d)
+		closedir(d);
+}
+
+/* o/: wake sockets nobody has bound any more (a datagram to them is
+ * refused), as shm_sweep.c does in each process.  Ring files are left to the
+ * shims' own sweep, which knows their formats and lifetimes. */
+static void sweep_shm(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	for (int n = 0; d && s >= 0 && n < SWEEP_MAX; n++) {
+		struct dirent *de = readdir(d);
+		if (!de)
+			break;
+		if (de->d_name[0] == '.')
+			continue;
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, de->d_name) >=
+		    sizeof a.sun_path)
+			continue;
+		struct stat st;
+		char b = 0;
+		if (lstat(a.sun_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    sendto(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
+			   sizeof a) < 0 &&
+		    errno == ECONNREFUSED && unlink(a.sun_path) == 0)
+			shuntd.n.swept[SW_SHM]++;
+	}
+	if (s >= 0)
+		close(s);
+	if (d)
+		closedir(d);
+}
+
+void rundir_sweep(struct ev_loop *el, void *data)
+{
+	char dir[300];
+	time_t now = time(NULL);
+	snprintf(dir, sizeof dir, "%s/l", shuntd.rundir);
+	sweep_registry(dir);
+	snprintf(dir, sizeof dir, "%s/f", shuntd.rundir);
+	sweep_offers(dir, now);
+	snprintf(dir, sizeof dir, "%s/o", shuntd.rundir);
+	sweep_shm(dir);
+	metrics_scan();
+}
