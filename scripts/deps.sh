@@ -17,6 +17,9 @@ PACKAGES=(
 	sockperf iperf3 redis-server redis-tools memcached nginx curl wrk
 	hyperfine valgrind python3 iproute2 procps psmisc binutils
 	coreutils util-linux findutils grep sed jq
+	# packaging and deployment tests (tests/deploy): cpack -G DEB, lintian,
+	# the manifests' YAML, install-into's RPATH
+	dpkg-dev file lintian python3-yaml patchelf
 )
 
 missing=()

@@ -1,0 +1,418 @@
+#!/usr/bin/env python3
+"""The Kubernetes example of examples/k8s, built from Linux primitives, no
+container engine: a "pod" is a network namespace, each of its containers a
+mount namespace of its own inside it (tests/deploy/container.sh), volumes
+are directories bind-mounted at their mountPath, the images are the Debian
+package unpacked (the shunt sidecar image) and this host's programs (redis).
+
+Everything a container runs comes from the manifests as they are: the init
+containers' and the sidecar's commands, the applications' commands, their
+environment (LD_PRELOAD and SHUNT_CONFIG only), users, volumes and the
+ConfigMap's shunt.conf.  The Service name "redis" resolves (in the
+container's /etc/hosts) to the redis pod's address, as a headless Service's
+DNS name does.
+
+  node 1: pod A  redis-server.yaml (init shunt-rundir, init shunt-install,
+                 sidecar shuntd, redis-server), 198.18.0.1 and 198.18.1.1
+          pod B  redis-benchmark.yaml (init containers, redis-benchmark),
+                 198.18.0.2; node 1's hostPath rundir is shared with pod A
+  node 2: pod C  redis-benchmark.yaml again, 198.18.1.2, its own node's
+                 rundir: reaches pod A over fabric through pod A's agent
+
+Subtests (DEPLOY_ONLY="shm fabric" selects):
+  shm     pod B's redis-benchmark and redis-cli on shm with pod A's redis:
+          results checked, shunt stat (run in the sidecar) shows shm
+  fabric  pod C's redis-benchmark and redis-cli on fabric
+
+Needs root (prints SKIP otherwise).  Environment: DEPLOY_ROOT (the unpacked
+package, from the deploy_package fixture), SHUNT_SRC (the source tree).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+NAME = "deploy_pods"
+SRC = os.environ.get("SHUNT_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+IMG = os.environ.get("DEPLOY_ROOT", "")
+CONTAINER_SH = os.path.join(SRC, "tests/deploy/container.sh")
+K8S = os.path.join(SRC, "examples/k8s")
+ONLY = os.environ.get("DEPLOY_ONLY", "").split()
+
+
+class Fail(Exception):
+    pass
+
+
+def note(msg):
+    print(f"{NAME}: {msg}", flush=True)
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def run(cmd, timeout=30, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def load(path):
+    with open(path) as f:
+        return list(yaml.safe_load_all(f))
+
+
+def find(docs, kind):
+    for d in docs:
+        if d and d.get("kind") == kind:
+            return d
+    raise Fail(f"no {kind} in the manifest")
+
+
+class World:
+    """Namespaces, work directory and background processes of one run."""
+
+    def __init__(self):
+        self.tag = f"shd{os.getpid()}"
+        self.netns = []
+        self.links = 0
+        self.bg = []
+        self.work = tempfile.mkdtemp(prefix="shunt-deploy-", dir="/dev/shm")
+        os.chmod(self.work, 0o755)
+        cm = find(load(os.path.join(K8S, "shunt-config.yaml")), "ConfigMap")
+        self.configmaps = {cm["metadata"]["name"]: cm["data"]}
+
+    def ns(self, name):
+        n = f"{self.tag}-{name}"
+        check(run(["ip", "netns", "add", n]).returncode == 0, f"ip netns add {n} failed")
+        self.netns.append(n)
+        run(["ip", "-n", n, "link", "set", "lo", "up"])
+        return n
+
+    def link(self, a, addr_a, b, addr_b):
+        self.links += 1
+        va, vb = f"{self.tag}l{self.links}a", f"{self.tag}l{self.links}b"
+        for cmd in (["ip", "link", "add", va, "type", "veth", "peer", "name", vb],
+                    ["ip", "link", "set", va, "netns", a], ["ip", "link", "set", vb, "netns", b],
+                    ["ip", "-n", a, "addr", "add", addr_a + "/24", "dev", va],
+                    ["ip", "-n", b, "addr", "add", addr_b + "/24", "dev", vb],
+                    ["ip", "-n", a, "link", "set", va, "up"], ["ip", "-n", b, "link", "set", vb, "up"]):
+            r = run(cmd)
+            check(r.returncode == 0, f"{' '.join(cmd)}: {r.stderr.strip()}")
+
+    def cleanup(self):
+        for p in self.bg:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        for n in self.netns:
+            run(["ip", "netns", "del", n])
+        if os.environ.get("KEEP_TMP"):
+            note(f"kept {self.work}")
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+class Pod:
+    """One pod of a manifest's pod template, on a node, in a netns."""
+
+    def __init__(self, world, name, node, netns, spec, hosts):
+        self.w, self.name, self.node, self.netns, self.spec = world, name, node, netns, spec
+        self.hosts = hosts
+        self.dir = os.path.join(world.work, "pods", name)
+        os.makedirs(self.dir)
+        self.volumes = {v["name"]: self.volume(v) for v in spec.get("volumes", [])}
+        self.procs = {}
+
+    def volume(self, v):
+        if "emptyDir" in v:  # the kubelet makes it 0777
+            d = os.path.join(self.dir, "vol-" + v["name"])
+            os.makedirs(d)
+            os.chmod(d, 0o777)
+            return d
+        if "hostPath" in v:  # one per node
+            d = os.path.join(self.w.work, "nodes", self.node, v["hostPath"]["path"].strip("/"))
+            check(v["hostPath"].get("type") == "DirectoryOrCreate" or os.path.isdir(d),
+                  f"hostPath {v['hostPath']} must exist")
+            os.makedirs(d, exist_ok=True)
+            return d
+        if "configMap" in v:
+            data = self.w.configmaps.get(v["configMap"]["name"])
+            check(data is not None, f"no ConfigMap {v['configMap']['name']}")
+            d = os.path.join(self.dir, "cm-" + v["name"])
+            os.makedirs(d)
+            os.chmod(d, 0o755)
+            for k, text in data.items():
+                with open(os.path.join(d, k), "w") as f:
+                    f.write(text)
+                os.chmod(os.path.join(d, k), 0o644)
+            return d
+        raise Fail(f"volume kind of {v} not modelled")
+
+    def user(self, c):
+        sc = dict(self.spec.get("securityContext", {}))
+        sc.update(c.get("securityContext", {}))
+        return f"{sc.get('runAsUser', 0)}:{sc.get('runAsGroup', sc.get('runAsUser', 0))}"
+
+    def resolve(self, c, argv0):
+        """The program of a container: from the shunt image (the unpacked
+        package) or, for the base image's tools and other images, this host."""
+        if c["image"].startswith("shunt:"):
+            if argv0.startswith("/"):
+                if os.path.exists(IMG + argv0):
+                    return IMG + argv0
+            else:
+                for d in ("/usr/sbin", "/usr/bin"):
+                    if os.path.exists(os.path.join(IMG + d, argv0)):
+                        return os.path.join(IMG + d, argv0)
+        p = argv0 if argv0.startswith("/") else shutil.which(argv0)
+        check(p and os.path.exists(p), f"{c['name']}: {argv0} is neither in the package nor on this host")
+        return p
+
+    def argv(self, c, command=None):
+        cmd = list(command or (c.get("command", []) + c.get("args", [])))
+        check(cmd, f"{c['name']}: no command")
+        pre = ["ip", "netns", "exec", self.netns, "unshare", "-m", "--propagation", "private",
+               CONTAINER_SH, "--user", self.user(c)]
+        for m in c.get("volumeMounts", []):
+            pre += ["--mount", f"{self.volumes[m['name']]}:{m['mountPath']}" + (":ro" if m.get("readOnly") else "")]
+        for e in c.get("env", []):
+            check("value" in e, f"{c['name']}: env {e['name']} is not a plain value")
+            pre += ["--env", f"{e['name']}={e['value']}"]
+        for h in self.hosts:
+            pre += ["--host", h]
+        return pre + ["--", self.resolve(c, cmd[0])] + cmd[1:]
+
+    def env(self):
+        return dict(os.environ, DEPLOY_WORK=self.w.work)
+
+    def exec(self, c, timeout=60, command=None):
+        r = run(self.argv(c, command), timeout=timeout, env=self.env())
+        self.log(c["name"], r.stdout, r.stderr)
+        return r
+
+    def start(self, c):
+        out = open(os.path.join(self.dir, c["name"] + ".out"), "w")
+        err = open(os.path.join(self.dir, c["name"] + ".err"), "w")
+        p = subprocess.Popen(self.argv(c), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                             start_new_session=True, env=self.env())
+        self.w.bg.append(p)
+        self.procs[c["name"]] = p
+        return p
+
+    def log(self, name, out, err):
+        with open(os.path.join(self.dir, name + ".out"), "a") as f:
+            f.write(out)
+        with open(os.path.join(self.dir, name + ".err"), "a") as f:
+            f.write(err)
+
+    def err(self, name):
+        with open(os.path.join(self.dir, name + ".err")) as f:
+            return f.read()
+
+    def wait_ready(self, c, secs=10):
+        """A sidecar's readinessProbe (httpGet), from inside the pod."""
+        probe = c.get("readinessProbe", {}).get("httpGet")
+        check(probe, f"sidecar {c['name']} has no httpGet readinessProbe")
+        url = f"http://127.0.0.1:{probe['port']}{probe['path']}"
+        for _ in range(secs * 20):
+            if run(["ip", "netns", "exec", self.netns, "curl", "-sf", "-o", "/dev/null", url]).returncode == 0:
+                return
+            check(self.procs[c["name"]].poll() is None,
+                  f"{self.name}/{c['name']} exited: {self.err(c['name'])[-300:]}")
+            time.sleep(0.05)
+        raise Fail(f"{self.name}/{c['name']}: {url} not ready after {secs} s")
+
+    def init(self):
+        """The init containers in order; a native sidecar (restartPolicy
+        Always) is started and must be ready before the next one."""
+        for c in self.spec.get("initContainers", []):
+            if c.get("restartPolicy") == "Always":
+                self.start(c)
+                self.wait_ready(c)
+                note(f"{self.name}: sidecar {c['name']} ready")
+            else:
+                r = self.exec(c)
+                check(r.returncode == 0, f"{self.name}: init container {c['name']} failed "
+                      f"({r.returncode}): {r.stderr.strip()[-300:]}")
+
+    def container(self, name):
+        for c in self.spec.get("containers", []) + self.spec.get("initContainers", []):
+            if c["name"] == name:
+                return c
+        raise Fail(f"{self.name}: no container {name}")
+
+
+def wait_listen(netns, port, proc, secs=10):
+    for _ in range(secs * 20):
+        if run(["ip", "netns", "exec", netns, "ss", "-Hltn", f"( sport = :{port} )"]).stdout.strip():
+            return
+        check(proc.poll() is None, f"process exited before listening on {port}")
+        time.sleep(0.05)
+    raise Fail(f"nothing listens on {port} in {netns}")
+
+
+SUMMARY = re.compile(r"summary: connections shm=(\d+) fabric=(\d+) kernel=(\d+)")
+
+
+def summary(text, who):
+    m = SUMMARY.findall(text)
+    check(m, f"{who}: no shunt summary line on stderr (log=info in the ConfigMap): {text[-300:]}")
+    return tuple(int(x) for x in m[-1])
+
+
+def bench_results(out, who):
+    rows = {}
+    for line in out.splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if len(f) >= 2 and f[0] in ("SET", "GET"):
+            rows[f[0]] = float(f[1])
+    check(set(rows) == {"SET", "GET"} and all(v > 0 for v in rows.values()),
+          f"{who}: redis-benchmark printed no SET and GET rates: {out[-300:]}")
+    return rows
+
+
+def stat_totals(pod, program, may_be_absent=False):
+    """shunt stat --json run in the sidecar container, as
+    `kubectl exec -c shuntd redis-... -- shunt stat ...` would."""
+    c = pod.container("shuntd")
+    r = pod.exec(c, command=["shunt", "stat", "--rundir", RUNDIR, "--json", "-n", program])
+    check(r.returncode == 0, f"shunt stat failed: {r.stderr.strip()}")
+    procs = json.loads(r.stdout.splitlines()[-1])["processes"]
+    if not procs and may_be_absent:  # no connection yet, no counters yet
+        return {"connections": {"shm": 0, "fabric": 0, "kernel": 0}, "fallbacks": {}}
+    check(len(procs) == 1, f"shunt stat: {len(procs)} {program} processes in {RUNDIR}")
+    return procs[0]["totals"]
+
+
+def client_run(pod, want):
+    """The Job's redis-benchmark, then redis-cli with the same environment
+    reading what it wrote; both must be on transport WANT, all of them."""
+    c = pod.container("redis-benchmark")
+    pod.init()
+    t0 = time.monotonic()
+    r = pod.exec(c, timeout=60)
+    check(r.returncode == 0, f"{pod.name}: redis-benchmark failed ({r.returncode}): {r.stderr[-300:]}")
+    rates = bench_results(r.stdout, f"{pod.name}/redis-benchmark")
+    n = summary(r.stderr, f"{pod.name}/redis-benchmark")
+    idx = {"shm": 0, "fabric": 1}[want]
+    conns = n[idx]
+    check(n[idx] >= 4 and sum(n) == n[idx],
+          f"{pod.name}: redis-benchmark connections shm={n[0]} fabric={n[1]} kernel={n[2]}, all on {want} expected"
+          f" ({[ln for ln in r.stderr.splitlines() if 'fallback' in ln or 'warn' in ln][:3]})")
+    note(f"{pod.name}: redis-benchmark on {want}: {n[idx]} connections, SET {rates['SET']:.0f}/s "
+         f"GET {rates['GET']:.0f}/s ({time.monotonic() - t0:.1f} s)")
+    # What the benchmark stored, read back over the accelerated path and
+    # plainly (no shunt) from inside the server's pod: the same bytes.
+    key = "key:__rand_int__"
+    h = c["command"][c["command"].index("-h") + 1]
+    r = pod.exec(c, command=["redis-cli", "-h", h, "-p", "6379", "--no-raw", "GET", key])
+    check(r.returncode == 0, f"{pod.name}: redis-cli failed: {r.stderr[-300:]}")
+    n = summary(r.stderr, f"{pod.name}/redis-cli")
+    check(n[idx] == 1 and sum(n) == 1, f"{pod.name}: redis-cli connection not on {want}: {n}")
+    return r.stdout, conns + 1
+
+
+RUNDIR = None
+
+
+def main():
+    global RUNDIR
+    if os.geteuid() != 0:
+        print(f"SKIP: {NAME} needs root (network and mount namespaces)")
+        return 0
+    check(IMG and os.path.isfile(os.path.join(IMG, "usr/lib/shunt/install-into")),
+          f"DEPLOY_ROOT={IMG!r} is not an unpacked shunt package (deploy_package fixture)")
+    for p in ("redis-server", "redis-benchmark", "redis-cli", "curl", "ss", "setpriv", "unshare"):
+        check(shutil.which(p), f"{p} is not installed (scripts/deps.sh)")
+    for bad in ("/tmp/", "/run/", "/opt/", "/etc/"):
+        check(not (IMG + "/").startswith(bad), f"DEPLOY_ROOT must not be under {bad}")
+
+    server = find(load(os.path.join(K8S, "redis-server.yaml")), "Deployment")["spec"]["template"]["spec"]
+    job = find(load(os.path.join(K8S, "redis-benchmark.yaml")), "Job")["spec"]["template"]["spec"]
+    conf = find(load(os.path.join(K8S, "shunt-config.yaml")), "ConfigMap")["data"]["shunt.conf"]
+    m = re.search(r"^rundir\s*=\s*(\S+)", conf, re.M)
+    check(m, "no rundir in the ConfigMap")
+    RUNDIR = m.group(1)
+
+    w = World()
+    failed = []
+    try:
+        na, nb, nc = w.ns("a"), w.ns("b"), w.ns("c")
+        w.link(na, "198.18.0.1", nb, "198.18.0.2")   # node 1, pod to pod
+        w.link(na, "198.18.1.1", nc, "198.18.1.2")   # to node 2
+        a = Pod(w, "redis-a", "node1", na, server, [])
+        a.init()
+        redis = a.start(a.container("redis"))
+        wait_listen(na, 6379, redis)
+        maps = open(f"/proc/{redis.pid}/maps").read()
+        check("/opt/shunt/libshunt.so" in maps, "redis-server has not mapped /opt/shunt/libshunt.so")
+        # The application image need not have libfabric: the volume has it.
+        check("/opt/shunt/deps/libfabric.so.1" in maps and "/opt/shunt/deps/librdmacm.so.1" in maps,
+              "redis-server does not take libfabric and its dependencies from the volume")
+        note(f"pod {a.name}: redis-server {redis.pid} preloaded from the volume")
+
+        def plain_get():
+            r = run(["ip", "netns", "exec", na, "redis-cli", "-p", "6379", "--no-raw", "GET", "key:__rand_int__"])
+            check(r.returncode == 0, f"plain redis-cli: {r.stderr}")
+            return r.stdout
+
+        def sub(name, pod_name, netns, node, host, want):
+            """The Job on a pod, then what redis-server's counters say (read
+            with shunt stat in the sidecar), then one plain read of what it
+            stored: exactly the Job's connections on WANT, one kernel-path
+            connection (the plain read, no-peer-shim), the same value."""
+            before = stat_totals(a, "redis-server", may_be_absent=True)
+            pod = Pod(w, pod_name, node, netns, job, [host + " redis"])
+            got, conns = client_run(pod, want)
+            plain = plain_get()
+            check(got.strip() not in ("", "(nil)") and got == plain,
+                  f"value over {want} {got!r} != plain {plain!r}")
+            t = stat_totals(a, "redis-server")
+            d = {k: t["connections"][k] - before["connections"][k] for k in ("shm", "fabric", "kernel")}
+            check(d[want] == conns and d["kernel"] == 1 and sum(d.values()) == conns + 1,
+                  f"shunt stat in the sidecar: redis-server got {d}, expected {want}={conns} kernel=1")
+            check(t["fallbacks"].get("no-peer-shim", 0) - before["fallbacks"].get("no-peer-shim", 0) == 1,
+                  f"the plain read is not the kernel connection: {t['fallbacks']}")
+            note(f"shunt stat --rundir {RUNDIR} in the sidecar: redis-server +{d}")
+
+        subs = (("shm", lambda: sub("shm", "bench-b", nb, "node1", "198.18.0.1", "shm")),
+                ("fabric", lambda: sub("fabric", "bench-c", nc, "node2", "198.18.1.1", "fabric")))
+        for name, fn in subs:
+            if ONLY and name not in ONLY:
+                continue
+            t0 = time.monotonic()
+            try:
+                fn()
+                note(f"ok {name} ({time.monotonic() - t0:.1f} s)")
+            except (Fail, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as e:
+                print(f"FAIL: {NAME}/{name}: {e}", flush=True)
+                failed.append(name)
+        check(redis.poll() is None, f"redis-server exited: {a.err('redis')[-300:]}")
+        check("warn" not in a.err("shuntd") and "error" not in a.err("shuntd"),
+              f"shuntd complained: {a.err('shuntd')[-300:]}")
+    except (Fail, subprocess.TimeoutExpired, OSError) as e:
+        print(f"FAIL: {NAME}: {e}", flush=True)
+        return 1
+    finally:
+        w.cleanup()
+    if failed:
+        print(f"FAIL: {NAME}: failed subtests: {' '.join(failed)}")
+        return 1
+    print(f"PASS: {NAME}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
