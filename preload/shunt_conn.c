@@ -23,9 +23,11 @@ const char *shunt_reason_name(enum shunt_reason r)
  * connection no transport takes stays on the kernel path with the reason
  * the last one gave (no-transport when the rule allows none of them). */
 extern const struct shunt_transport_ops shm_ops;
+extern const struct shunt_transport_ops fab_ops;
 
 static const struct shunt_transport_ops *const transports[] = {
 	&shm_ops,
+	&fab_ops,
 	NULL,
 };
 
@@ -111,8 +113,13 @@ static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
 	for (const struct shunt_transport_ops *const *t = transports; *t; t++) {
 		if (!allowed(rule, (*t)->id))
 			continue;
-		why = try(*t, arg);
-		if (why == SHUNT_R_NONE)
+		enum shunt_reason r = try(*t, arg);
+		/* The most telling reason stands: a transport that found the
+		 * peer and refused it (peer-cred, bad-offer...) says more than
+		 * a later one that found no peer at all. */
+		if (r == SHUNT_R_NONE || why == SHUNT_R_NO_TRANSPORT || why == SHUNT_R_NO_PEER_SHIM)
+			why = r;
+		if (r == SHUNT_R_NONE)
 			break;
 	}
 	return why;
@@ -257,6 +264,20 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 			c->fd = a.found;
 	}
 	struct shunt_stat_slot *st = e->stat;
+	if (c && st && c->stat == st) {
+		/* The counters follow the connection: to another of its
+		 * numbers when one lives on, else they close with it. */
+		struct other_arg a = {c, fd, -1};
+		if (__atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1)
+			shunt_fd_foreach(SHUNT_FD_LISTEN, find_other, &a);
+		struct shunt_fd *o = a.found >= 0 ? shunt_fd_peek(a.found) : NULL;
+		if (o && !o->stat) {
+			o->stat = st;
+			st = NULL;
+		} else {
+			c->stat = NULL;
+		}
+	}
 	/* Forget the number before the transport lets go, so no other thread
 	 * starts a new operation on a connection being torn down. */
 	shunt_fd_reset(fd);
@@ -350,8 +371,24 @@ static void child_one(int fd, struct shunt_fd *e, void *arg)
 		e->conn->ops->child(e->conn);
 }
 
+/* Counters of inherited connections move to the child's own file: the
+ * parent keeps its slots (and may close them) while the child goes on. */
+static void child_stats(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	struct shunt_stat_slot *old = e->stat;
+	if (!old)
+		return;
+	e->stat = shunt_stats_inherit(old);
+	if (e->conn && e->conn->stat == old)
+		e->conn->stat = e->stat;
+}
+
 void shunt_conn_after_fork_child(void)
 {
+	shunt_stats_after_fork_child();
+	shunt_fd_foreach(SHUNT_FD_KERNEL, child_stats, NULL);
 	shunt_fd_foreach(SHUNT_FD_LISTEN, child_one, NULL);
 }
 

@@ -19,39 +19,7 @@
 #include "shunt_core.h"
 #include "shunt_fdtab.h"
 #include "shunt_stats.h"
-
-/* Why a connection is on the kernel path.  Stable names: they appear in logs,
- * `shunt stat` and metrics.  Append only. */
-#define SHUNT_REASONS(X)                                                         \
-	X(NONE, "")                  /* accelerated, or not decided yet */       \
-	X(NOT_TCP, "not-tcp")        /* not an IPv4/IPv6 TCP socket */           \
-	X(DISABLED, "disabled")      /* enable=no, or a configuration error */   \
-	X(RULE_KERNEL, "rule-kernel") /* a rule or default_transport said so */  \
-	X(NO_TRANSPORT, "no-transport") /* no transport the rule allows exists */ \
-	X(NO_PEER_SHIM, "no-peer-shim") /* the peer does not run shunt */        \
-	X(NO_AGENT, "no-agent")      /* no shuntd answered for the peer host */  \
-	X(NO_ROUTE, "no-route")      /* no fabric route to the peer */           \
-	X(PROVIDER_ERROR, "provider-error") /* libfabric failed */               \
-	X(RING_ALLOC, "ring-alloc")  /* shared memory could not be set up */     \
-	X(FORK_SHARED, "fork-shared") /* used by several processes after fork */ \
-	X(EXEC, "exec")              /* demoted so an exec'd program can use it */ \
-	X(STDIO, "stdio")            /* wrapped in a FILE by fdopen */            \
-	X(UNSUPPORTED, "unsupported") /* a call shunt cannot serve (splice...) */ \
-	X(INTERNAL, "internal")      /* shunt's own socket or a nested call */ \
-	X(PEER_CRED, "peer-cred")    /* the offer came from another user */   \
-	X(BAD_OFFER, "bad-offer")    /* a malformed or foreign offer */       \
-	X(OFFER_TIMEOUT, "offer-timeout") /* no answer from the server in time */ \
-	X(DECLINED, "declined")      /* the server refused the offer (its rule, \
-					its config, a check failed) */          \
-	X(PEER_DEMOTED, "peer-demoted") /* the peer moved the connection to TCP */ \
-	X(BIND_FAILED, "bind-failed") /* no local port to name the offer by */
-
-enum shunt_reason {
-#define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,
-	SHUNT_REASONS(SHUNT_REASON_ENUM)
-#undef SHUNT_REASON_ENUM
-	SHUNT_R_COUNT
-};
+#include "shunt_reason.h"
 
 const char *shunt_reason_name(enum shunt_reason r);
 
@@ -115,7 +83,7 @@ struct shunt_transport_ops {
 	uint64_t (*progress)(struct shunt_conn *c);
 };
 
-#define SHUNT_ARM_MAX 3
+#define SHUNT_ARM_MAX 4
 
 /* The transport's per-connection object starts with this. */
 struct shunt_conn {
@@ -132,16 +100,12 @@ struct shunt_conn {
 	struct shunt_stat_slot *stat; /* its counters (shunt_stats.h), or NULL */
 };
 
-/* Counters are written by one process and read by `shunt stat`: relaxed
- * single-copy updates, no locked instruction on the data path.  Two threads
- * racing on one connection may lose a count, never corrupt one. */
+/* A counter of the connection's slot (see shunt_stat_add()). */
 #define SHUNT_STAT_ADD(conn, field, n)                                          \
 	do {                                                                    \
 		struct shunt_stat_slot *s_ = (conn)->stat;                      \
 		if (s_)                                                         \
-			__atomic_store_n(&s_->field,                            \
-					 __atomic_load_n(&s_->field, __ATOMIC_RELAXED) + (n), \
-					 __ATOMIC_RELAXED);                     \
+			shunt_stat_add(&s_->field, (n));                        \
 	} while (0)
 
 /* A reference for one call on an accelerated fd, or NULL when the fd is

@@ -2,6 +2,9 @@
  *
  *   shunt run [options] [--] CMD [ARGS...]   run CMD with libshunt.so preloaded
  *   shunt config --check FILE | --show       validate / show configuration
+ *   shunt stat [-p PID] [-n NAME] [-i S] [--json]   live connections and counters
+ *   shunt bench [options]                    kernel TCP vs shunt vs raw ring
+ *   shunt ab --server CMD --client CMD       A/B of any program pair
  *   shunt version                            print the version
  *   shunt help                               print usage
  *
@@ -25,6 +28,16 @@ static const struct shunt_subcmd subcmds[] = {
 	{ "config", "--check FILE... | --show",
 	  "validate a configuration file, or show the effective configuration",
 	  shunt_cmd_config },
+	{ "stat", "[-p PID] [-n NAME] [-i SECONDS [-c COUNT]] [--json] [--rundir DIR]",
+	  "show connections, transports, bytes and fallbacks of running processes",
+	  shunt_cmd_stat },
+	{ "bench", "[--rounds N] [--duration SEC] [--sizes 64,4096] [--cpus A,B]\n"
+		   "            [--csv FILE] [--plot FILE.svg] [...]",
+	  "measure kernel TCP, a Unix socket, shunt and the raw ring, interleaved",
+	  shunt_cmd_bench },
+	{ "ab", "--server 'CMD' --client 'CMD' [--runs N] [--port P] [...]",
+	  "run a server/client pair plain and under shunt, alternately; compare",
+	  shunt_cmd_ab },
 	{ "version", "", "print the version", cmd_version },
 	{ "help", "", "print this help", cmd_help },
 };

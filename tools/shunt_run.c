@@ -14,7 +14,7 @@
  * Where libshunt.so is looked for, in order:
  *   1. $SHUNT_LIBRARY, when set (and then nowhere else);
  *   2. <directory of this executable>/SHUNT_BIN_TO_LIBDIR/libshunt.so (the
- *      installed layout, e.g. /usr/bin/../lib/x86_64-linux-gnu);
+ *      installed layout, e.g. /usr/bin/../lib/x86_64-linux-gnu/shunt);
  *   3. SHUNT_BUILD_LIB, when this executable is the one in the build tree. */
 #include <errno.h>
 #include <getopt.h>

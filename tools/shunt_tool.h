@@ -17,6 +17,9 @@ struct shunt_subcmd {
 
 int shunt_cmd_run(int argc, char **argv);      /* shunt_run.c */
 int shunt_cmd_config(int argc, char **argv);   /* shunt_cmd_config.c */
+int shunt_cmd_bench(int argc, char **argv);    /* shunt_bench.c */
+int shunt_cmd_ab(int argc, char **argv);       /* shunt_ab.c */
+int shunt_cmd_stat(int argc, char **argv);     /* shunt_stat.c */
 
 /* getenv with the signature shunt_config_load() expects. */
 const char *shunt_tool_getenv(const char *name);

@@ -1,0 +1,979 @@
+/* The fabric transport's data path: every read and write of an accelerated
+ * remote connection, and poll/select/epoll readiness.
+ *
+ * Each end owns one registered buffer: its tx ring, its rx ring and a
+ * scratch page.  The writer copies the application's bytes into its tx ring
+ * and RMA-writes them to the same offset of the peer's rx ring with remote
+ * CQ data (type, end position); the reader copies them out of its rx ring
+ * and returns credits (its consumed position) as zero-byte writes with CQ
+ * data.  A byte stays in the writer's tx ring until a credit covers it, so
+ * a demotion can resend it over TCP.
+ *
+ * Leaving the fabric (DESIGN: docs/ARCHITECTURE.md, "Fabric demotion"):
+ * each end stops consuming at rx_consumed, sends DEMOTE(rx_consumed) as its
+ * last message and then reads the socket; when the peer's DEMOTE(p)
+ * arrives it resends over TCP its tx bytes from p on, then writes only to
+ * the socket.  The position comes from the receiver, which knows exactly
+ * what it has delivered, never from a credit, which may lag: nothing is
+ * sent twice, nothing skipped. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fab_internal.h"
+#include "preload/shunt_log.h"
+#include "preload/shunt_ownfd.h"
+#include "preload/shunt_real.h"
+#include "preload/shunt_wait.h"
+
+#define MAX_IOV 1024
+#define CHUNK ((uint64_t)256 << 10)
+
+static inline int state_of(struct fab_conn *c)
+{
+	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t recon(uint64_t base, uint32_t v)
+{
+	return base + ((v - (uint32_t)base) & FAB_IMM_POS_MASK);
+}
+
+static inline uint64_t imm_of(enum fab_imm t, uint64_t pos)
+{
+	return ((uint64_t)t << FAB_IMM_POS_BITS) | (pos & FAB_IMM_POS_MASK);
+}
+
+static uint64_t remote(struct fab_conn *c, uint64_t off)
+{
+	return c->peer_addr + off;
+}
+
+/* ---- posting and completions (lock held) ---------------------------------- */
+
+/* Threads share the CQ: one that reads it may take the event another one
+ * sleeps for.  Pairs with the fence in fab_arm(): either the sleeper sees
+ * what we read, or we see it counted and wake it. */
+void fab_kick(struct fab_conn *c, int role)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->waiters[role], __ATOMIC_RELAXED) && c->kick[role] >= 0) {
+		uint64_t one = 1;
+		if (write(c->kick[role], &one, sizeof one) < 0) {
+			/* full counter: a wakeup is pending anyway */
+		}
+	}
+}
+
+int fab_progress_locked(struct fab_conn *c)
+{
+	struct fi_cq_data_entry ent[16];
+	int moved = 0;
+	if (!c->cq)
+		return 0;
+	int err_seen = 0;
+	for (;;) {
+		ssize_t n = fi_cq_read(c->cq, ent, 16);
+		if (n == -FI_EAGAIN) {
+			if (err_seen && !c->peer_closed) {
+				if (!c->failed)
+					SHUNT_DEBUG("fabric: fd=%d completion error: %s", c->base.fd,
+						    fi_strerror(err_seen));
+				c->failed = 2;
+				fab_kick(c, FAB_RX);
+				fab_kick(c, FAB_TX);
+			}
+			return moved;
+		}
+		if (n == -FI_EAVAIL) {
+			/* libfabric reports errors ahead of the entries queued
+			 * before them: read on, then judge (a peer's CLOSE
+			 * may be among them, and then its endpoint going away
+			 * under our credits in flight is harmless). */
+			struct fi_cq_err_entry err = {0};
+			if (fi_cq_readerr(c->cq, &err, 0) <= 0) {
+				c->failed = 2;
+				return 1;
+			}
+			if (!(err.flags & FI_REMOTE_WRITE) && c->tx_inflight)
+				c->tx_inflight--;
+			if (!err_seen)
+				err_seen = err.err ? err.err : FI_EIO;
+			moved = 1;
+			continue;
+		}
+		if (n < 0) {
+			c->failed = 2;
+			return 1;
+		}
+		int rx_moved = 0, tx_moved = 0;
+		for (ssize_t i = 0; i < n; i++) {
+			moved = 1;
+			if (!(ent[i].flags & FI_REMOTE_CQ_DATA)) {
+				if (c->tx_inflight)
+					c->tx_inflight--;
+				tx_moved = 1; /* a post that found the queue full may go */
+				continue;
+			}
+			if (((ent[i].data >> FAB_IMM_POS_BITS) & 7) == FAB_IMM_CREDIT)
+				tx_moved = 1;
+			else
+				rx_moved = tx_moved = 1; /* data, or the state */
+			if (c->rx_cq_data)
+				fi_recv(c->ep, c->buf + 2 * c->ring, 0, c->desc, 0, NULL);
+			c->peer_ready = 1;
+			uint32_t v = (uint32_t)ent[i].data & FAB_IMM_POS_MASK;
+			switch ((ent[i].data >> FAB_IMM_POS_BITS) & 7) {
+			case FAB_IMM_DATA: {
+				uint64_t p = recon(c->rx_arrived, v);
+				if (p - c->rx_consumed <= c->ring)
+					c->rx_arrived = p;
+				break;
+			}
+			case FAB_IMM_CREDIT: {
+				uint64_t p = recon(c->tx_acked, v);
+				if (p <= c->tx_posted)
+					c->tx_acked = p;
+				break;
+			}
+			case FAB_IMM_SHUT:
+			case FAB_IMM_CLOSE:
+				c->peer_shut = 1;
+				c->peer_shut_at = recon(c->rx_consumed, v);
+				if (((ent[i].data >> FAB_IMM_POS_BITS) & 7) == FAB_IMM_CLOSE)
+					c->peer_closed = 1;
+				break;
+			case FAB_IMM_DEMOTE: {
+				uint64_t p = recon(c->tx_acked, v);
+				if (p <= c->tx_posted) {
+					c->peer_demote = p;
+					c->got_demote = 1;
+				} else {
+					c->failed = 2; /* a position we never sent */
+				}
+				break;
+			}
+			}
+		}
+		/* After the positions moved, not before: a woken sleeper
+		 * must find them. */
+		if (rx_moved)
+			fab_kick(c, FAB_RX);
+		if (tx_moved)
+			fab_kick(c, FAB_TX);
+	}
+}
+
+/* A zero-byte write carrying only CQ data.  -1 when it cannot be posted.
+ * CLOSE and DEMOTE complete only once the peer has taken them in (and so,
+ * in order, everything before them): after them this end may close the
+ * endpoint, and a provider socket closed with unread input resets, which
+ * would drop at the peer whatever it had not read yet. */
+int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
+{
+	struct iovec iov = {c->buf + 2 * c->ring, 0};
+	struct fi_rma_iov rma = {remote(c, 0), 0, c->peer_key};
+	struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &c->desc, .iov_count = 1,
+				 .addr = FI_ADDR_UNSPEC, .rma_iov = &rma, .rma_iov_count = 1,
+				 .data = imm_of(t, pos)};
+	uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
+	if (t == FAB_IMM_CLOSE || t == FAB_IMM_DEMOTE)
+		flags |= FI_DELIVERY_COMPLETE;
+	for (int tries = 0; tries < 100000; tries++) {
+		if (c->tx_inflight < c->tx_depth + 8 && c->peer_ready) {
+			ssize_t r = fi_writemsg(c->ep, &msg, flags);
+			if (r == 0) {
+				c->tx_inflight++;
+				return 0;
+			}
+			if (r != -FI_EAGAIN) {
+				c->failed = 2;
+				return -1;
+			}
+		}
+		fab_progress_locked(c);
+		if (c->failed == 2)
+			return -1;
+	}
+	return -1;
+}
+
+static void maybe_credit(struct fab_conn *c)
+{
+	if (state_of(c) != FAB_UP || c->sent_demote || c->failed || !c->peer_ready)
+		return;
+	if (c->rx_consumed - c->rx_credited < c->ring / 8)
+		return;
+	if (c->tx_inflight < c->tx_depth + 8) {
+		ssize_t r = fi_writedata(c->ep, c->buf + 2 * c->ring, 0, c->desc,
+					 imm_of(FAB_IMM_CREDIT, c->rx_consumed), FI_ADDR_UNSPEC, remote(c, 0),
+					 c->peer_key, NULL);
+		if (r == 0) {
+			c->tx_inflight++;
+			c->rx_credited = c->rx_consumed;
+		} else if (r != -FI_EAGAIN) {
+			c->failed = 2;
+		}
+	}
+}
+
+void fab_flush(struct fab_conn *c)
+{
+	/* The server writes only once the client's first message shows the
+	 * client's endpoint up: a write racing the client's own FI_CONNECTED
+	 * could find it still accepting. */
+	if (state_of(c) != FAB_UP || c->sent_demote || c->got_demote || c->failed ||
+	    !c->peer_ready)
+		return;
+	while (c->tx_posted < c->tx_head && c->tx_inflight < c->tx_depth) {
+		uint64_t off = c->tx_posted & (c->ring - 1);
+		uint64_t n = c->tx_head - c->tx_posted;
+		if (n > c->ring - off)
+			n = c->ring - off;
+		if (n > CHUNK)
+			n = CHUNK;
+		if (c->fail_after && c->tx_posted + n > c->fail_after) {
+			/* Test knob: the provider "fails" here.  Post up to the
+			 * limit, then take the error path. */
+			n = c->fail_after > c->tx_posted ? c->fail_after - c->tx_posted : 0;
+			if (!n) {
+				c->failed = 1;
+				return;
+			}
+		}
+		uint64_t end = c->tx_posted + n;
+		ssize_t r = fi_writedata(c->ep, c->buf + off, n, c->desc,
+					 imm_of(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
+					 NULL);
+		if (r == -FI_EAGAIN) {
+			fab_progress_locked(c);
+			continue;
+		}
+		if (r != 0) {
+			c->failed = 1; /* posting failed: the endpoint still works */
+			return;
+		}
+		c->tx_posted = end;
+		c->tx_inflight++;
+	}
+	if (c->shut_wr == 1 && c->tx_posted == c->tx_head &&
+	    fab_post_imm(c, FAB_IMM_SHUT, c->tx_head) == 0)
+		c->shut_wr = 2;
+}
+
+/* ---- leaving the fabric --------------------------------------------------- */
+
+/* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
+ * nothing yet. */
+static int tcp_peek(struct fab_conn *c)
+{
+	char b;
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return -2;
+	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r > 0)
+		return 1;
+	if (r == 0) {
+		c->tcp_eof = 1;
+		return 0;
+	}
+	return errno == EAGAIN || errno == EINTR ? -2 : -1;
+}
+
+/* Resend tx bytes [from, tx_head) over the socket, before anything else we
+ * write there. */
+static int replay(struct fab_conn *c, uint64_t from)
+{
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	uint64_t n0 = c->tx_head - from;
+	while (from < c->tx_head) {
+		if (fd < 0)
+			return -1;
+		uint64_t off = from & (c->ring - 1);
+		uint64_t n = c->tx_head - from;
+		if (n > c->ring - off)
+			n = c->ring - off;
+		ssize_t r = REAL(send)(fd, c->buf + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r > 0) {
+			from += (uint64_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN) {
+			/* Keep the provider moving while the peer drains the
+			 * socket: it may need our completions to get there. */
+			struct pollfd p = {fd, POLLOUT, 0};
+			REAL(poll)(&p, 1, 10);
+			fab_progress_locked(c);
+			continue;
+		}
+		return -1;
+	}
+	c->bytes_out -= n0;
+	SHUNT_STAT_ADD(&c->base, bytes_out, -n0);
+	return 0;
+}
+
+void fab_send_fin(struct fab_conn *c)
+{
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	int st = state_of(c);
+	if (fd >= 0 && (st == FAB_SWITCHED) &&
+	    __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
+		REAL(shutdown)(fd, SHUT_WR);
+}
+
+void fab_give_up_locked(struct fab_conn *c)
+{
+	int st = FAB_OFFERED;
+	if (!__atomic_compare_exchange_n(&c->state, &st, FAB_DECLINED, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE) &&
+	    st != FAB_DECLINED)
+		return; /* the passive thread won: the connection is coming up */
+	fab_offer_del(c);
+	if (!c->why)
+		c->why = st == FAB_DECLINED ? SHUNT_R_DECLINED : SHUNT_R_OFFER_TIMEOUT;
+	replay(c, 0);
+	c->rx_limit = c->rx_consumed = 0;
+	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+}
+
+/* Sleep until the CQ or the socket has something, at most ms. */
+static void nap(struct fab_conn *c, int ms)
+{
+	struct fid *f = &c->cq->fid;
+	struct fid_fabric *fab = fab_fabric();
+	struct pollfd p[2];
+	int n = 0;
+	if (c->wait_fd >= 0 && fab && fi_trywait(fab, &f, 1) == FI_SUCCESS)
+		p[n++] = (struct pollfd){c->wait_fd, POLLIN, 0};
+	else if (c->wait_fd >= 0)
+		return;
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && !c->tcp_eof)
+		p[n++] = (struct pollfd){fd, POLLIN | POLLRDHUP, 0};
+	REAL(poll)(p, (nfds_t)n, ms);
+}
+
+int fab_switch_locked(struct fab_conn *c, int why)
+{
+	int st = state_of(c);
+	if (st == FAB_SWITCHED || st == FAB_BROKEN)
+		return 0;
+	SHUNT_DEBUG("fabric: fd=%d leaving the fabric: state=%d why=%s failed=%d demote=%d/%d",
+		    c->base.fd, st, shunt_reason_name(why), c->failed, c->sent_demote,
+		    c->got_demote);
+	if (st == FAB_OFFERED || st == FAB_DECLINED) {
+		if (!c->why && why)
+			c->why = why;
+		fab_give_up_locked(c);
+		return 0;
+	}
+	if (st != FAB_UP)
+		return 0;
+	if (!c->why)
+		c->why = why ? why : SHUNT_R_PEER_DEMOTED;
+	fab_progress_locked(c);
+	if (c->peer_closed) {
+		/* The peer is gone after its last byte arrived: nothing to
+		 * exchange, nobody reads what we would resend. */
+		c->rx_limit = c->rx_arrived;
+		__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (!c->sent_demote) {
+		/* Freeze at what the application has consumed: the peer
+		 * resends the rest (it still holds it: its credits never run
+		 * ahead of our consumption), so the ring is done with at once
+		 * and the fd can go to the kernel path now (fork and exec
+		 * need that).  DEMOTE is our last message on the endpoint. */
+		c->rx_limit = c->rx_consumed;
+		c->sent_demote = 1;
+		if (c->failed != 2)
+			fab_post_imm(c, FAB_IMM_DEMOTE, c->rx_limit);
+	}
+	uint64_t end = fab_now_ms() + 5000, eof_at = 0;
+	while (!c->got_demote) {
+		fab_progress_locked(c);
+		if (c->got_demote)
+			break;
+		int t = c->tcp_eof ? 0 : tcp_peek(c);
+		if (t == 0 || t == -1) {
+			/* The peer's socket closed: its process exited or was
+			 * killed.  Whatever it sent over the fabric before is
+			 * in our ring (give the provider a moment to show
+			 * it); nobody will read what we would resend. */
+			if (!eof_at)
+				eof_at = fab_now_ms() + 200;
+			if (fab_now_ms() >= eof_at || c->peer_closed) {
+				fab_progress_locked(c);
+				c->rx_limit = c->rx_arrived;
+				__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+				return 0;
+			}
+		}
+		if (fab_now_ms() >= end) {
+			/* Both processes alive, no exchange possible: the exact
+			 * position cannot be known (docs/ARCHITECTURE.md). */
+			fab_reset_tcp(c);
+			return -1;
+		}
+		nap(c, 10);
+	}
+	/* Our DEMOTE must leave before we block on the socket: the provider
+	 * moves it only while we call it (manual progress). */
+	while (c->tx_inflight && !c->failed && fab_now_ms() < end) {
+		fab_progress_locked(c);
+		if (c->tx_inflight)
+			nap(c, 10);
+	}
+	/* The peer delivers its ring up to peer_demote; the rest goes again,
+	 * by TCP. */
+	if (replay(c, c->peer_demote) < 0) {
+		fab_reset_tcp(c);
+		return -1;
+	}
+	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+	SHUNT_DEBUG("fabric: fd=%d on TCP: ring up to %llu, resent from %llu", c->base.fd,
+		    (unsigned long long)c->rx_limit, (unsigned long long)c->peer_demote);
+	return 0;
+}
+
+/* Anything that makes this end leave the fabric now (lock held).  1 when
+ * the state moved. */
+static int check_moves(struct fab_conn *c)
+{
+	int st = state_of(c);
+	if (st == FAB_DECLINED) {
+		fab_give_up_locked(c);
+		fab_send_fin(c); /* a shutdown(SHUT_WR) made while offered */
+		return 1;
+	}
+	if (st == FAB_OFFERED && c->client) {
+		int t = c->tcp_hint || c->tcp_eof ? tcp_peek(c) : -2;
+		c->tcp_hint = 0;
+		if (t != -2 || fab_now_ms() >= c->deadline) {
+			fab_give_up_locked(c);
+			fab_send_fin(c);
+			return state_of(c) != FAB_OFFERED;
+		}
+		return 0;
+	}
+	if (st != FAB_UP)
+		return 0;
+	fab_progress_locked(c);
+	if (c->got_demote || c->failed) {
+		fab_switch_locked(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
+		fab_send_fin(c);
+		return 1;
+	}
+	fab_flush(c);
+	/* A credit that found the send queue full goes now. */
+	maybe_credit(c);
+	if (c->failed) {
+		fab_switch_locked(c, SHUNT_R_PROVIDER_ERROR);
+		fab_send_fin(c);
+		return 1;
+	}
+	return 0;
+}
+
+/* Off the fabric with the ring drained: hand the fd to the kernel path. */
+static int finish_if_drained(struct fab_conn *c)
+{
+	if (state_of(c) != FAB_SWITCHED || c->rx_consumed < c->rx_limit)
+		return 0;
+	shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
+	return 1;
+}
+
+/* ---- waiting -------------------------------------------------------------- */
+
+static int restartable(void)
+{
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction sa;
+		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+static uint64_t deadline_of(struct fab_conn *c, int opt)
+{
+	struct timeval tv;
+	socklen_t l = sizeof tv;
+	if (REAL(getsockopt)(c->base.fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return fab_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
+}
+
+struct spin_arg {
+	struct fab_conn *c;
+	short ev;
+};
+
+static int spin_ready(void *p)
+{
+	struct spin_arg *a = p;
+	return fab_poll(&a->c->base, a->ev) != 0;
+}
+
+static int wait_for(struct fab_conn *c, short ev, int opt, uint64_t *deadline)
+{
+	struct spin_arg a = {c, ev};
+	shunt_spin_accel(spin_ready, &a);
+	if (spin_ready(&a)) {
+		SHUNT_STAT_ADD(&c->base, spin_hits, 1);
+		return 0;
+	}
+	SHUNT_STAT_ADD(&c->base, sleeps, 1);
+	if (!*deadline) {
+		*deadline = deadline_of(c, opt);
+		if (!*deadline)
+			*deadline = UINT64_MAX;
+	}
+	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
+	for (;;) {
+		struct pollfd p[3];
+		int timeout = -1;
+		if (dl) {
+			uint64_t now = fab_now_ms();
+			if (now >= dl) {
+				errno = EAGAIN;
+				return -1;
+			}
+			timeout = (int)(dl - now);
+		}
+		int n = fab_arm(&c->base, ev, p, &timeout);
+		if (fab_poll(&c->base, ev)) {
+			fab_disarm(&c->base, ev, p, 0);
+			return 0;
+		}
+		int r = REAL(poll)(p, (nfds_t)n, timeout);
+		int err = errno;
+		fab_disarm(&c->base, ev, p, r > 0 ? n : 0);
+		if (r > 0)
+			return 0;
+		if (r < 0 && err == EINTR) {
+			if (restartable())
+				continue;
+			errno = EINTR;
+			return -1;
+		}
+		if (r < 0) {
+			errno = err;
+			return -1;
+		}
+		if (dl && fab_now_ms() >= dl) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return 0;
+	}
+}
+
+/* ---- read and write ------------------------------------------------------- */
+
+static size_t iov_total(const struct iovec *v, size_t n)
+{
+	size_t t = 0;
+	for (size_t i = 0; i < n; i++)
+		t += v[i].iov_len;
+	return t;
+}
+
+/* Copy ring bytes [pos, pos+len) into the iovec from byte skip on. */
+static size_t ring_to_iov(struct fab_conn *c, uint64_t pos, size_t len, const struct iovec *v,
+			  size_t nv, size_t skip)
+{
+	const uint8_t *rx = c->buf + c->ring;
+	size_t done = 0;
+	for (size_t i = 0; i < nv && done < len; i++) {
+		if (skip >= v[i].iov_len) {
+			skip -= v[i].iov_len;
+			continue;
+		}
+		size_t room = v[i].iov_len - skip, want = len - done;
+		size_t n = room < want ? room : want;
+		uint8_t *dst = (uint8_t *)v[i].iov_base + skip;
+		skip = 0;
+		while (n) {
+			uint64_t off = (pos + done) & (c->ring - 1);
+			size_t k = c->ring - off < n ? c->ring - off : n;
+			memcpy(dst, rx + off, k);
+			dst += k;
+			n -= k;
+			done += k;
+		}
+	}
+	return done;
+}
+
+static size_t iov_to_ring(struct fab_conn *c, size_t len, const struct iovec *v, size_t nv,
+			  size_t skip)
+{
+	uint8_t *tx = c->buf;
+	size_t done = 0;
+	for (size_t i = 0; i < nv && done < len; i++) {
+		if (skip >= v[i].iov_len) {
+			skip -= v[i].iov_len;
+			continue;
+		}
+		size_t room = v[i].iov_len - skip, want = len - done;
+		size_t n = room < want ? room : want;
+		const uint8_t *src = (const uint8_t *)v[i].iov_base + skip;
+		skip = 0;
+		while (n) {
+			uint64_t off = (c->tx_head + done) & (c->ring - 1);
+			size_t k = c->ring - off < n ? c->ring - off : n;
+			memcpy(tx + off, src, k);
+			src += k;
+			n -= k;
+			done += k;
+		}
+	}
+	return done;
+}
+
+ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	if (m->msg_iovlen > MAX_IOV) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (flags & MSG_OOB) {
+		errno = EINVAL;
+		return -1;
+	}
+	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	int peek = flags & MSG_PEEK, all = (flags & MSG_WAITALL) && !peek;
+	uint64_t deadline = 0;
+	m->msg_flags = 0;
+	m->msg_controllen = 0;
+	if (m->msg_name)
+		m->msg_namelen = 0;
+	if (total == 0 || c->rd_shut)
+		return 0;
+	for (;;) {
+		fab_lock(c);
+		/* Bytes already in the ring: no call into the provider. */
+		if (!(state_of(c) == FAB_UP && c->rx_arrived > c->rx_consumed && !c->failed &&
+		      !c->got_demote))
+			check_moves(c);
+		int st = state_of(c);
+		if (st == FAB_BROKEN) {
+			fab_unlock(c);
+			errno = ECONNRESET;
+			return done ? (ssize_t)done : -1;
+		}
+		uint64_t limit = st == FAB_SWITCHED ? c->rx_limit : c->rx_arrived;
+		size_t n = 0;
+		if (limit > c->rx_consumed) {
+			size_t avail = (size_t)(limit - c->rx_consumed);
+			n = ring_to_iov(c, c->rx_consumed, avail < total - done ? avail : total - done,
+					m->msg_iov, m->msg_iovlen, done);
+			if (!peek) {
+				c->rx_consumed += n;
+				c->bytes_in += n;
+				maybe_credit(c);
+			}
+		}
+		int eof = st == FAB_UP && !n && c->peer_shut && c->rx_consumed >= c->peer_shut_at;
+		int dead = 0;
+		if (st == FAB_UP && !n && !eof && (c->tcp_hint || c->tcp_eof)) {
+			/* The socket spoke while the fabric is up: FIN or RST of
+			 * a peer that died without its CLOSE. */
+			int t = tcp_peek(c);
+			c->tcp_hint = 0;
+			if (t == 0 || t == -1) {
+				fab_switch_locked(c, SHUNT_R_PEER_DEMOTED);
+				dead = 1;
+			}
+		}
+		fab_unlock(c);
+		if (n) {
+			done += n;
+			if (!peek) {
+				SHUNT_STAT_ADD(&c->base, bytes_in, n);
+				SHUNT_STAT_ADD(&c->base, calls_in, 1);
+			}
+			if (!all || done == total)
+				return (ssize_t)done;
+			continue;
+		}
+		if (eof)
+			return (ssize_t)done;
+		if (dead)
+			continue;
+		if (st == FAB_SWITCHED) {
+			if (done)
+				return (ssize_t)done;
+			finish_if_drained(c);
+			return REAL(recvmsg)(c->base.fd, m, flags);
+		}
+		if (done && !all)
+			return (ssize_t)done;
+		if ((flags & MSG_DONTWAIT) || c->base.nonblock) {
+			if (done)
+				return (ssize_t)done;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (wait_for(c, POLLIN, SO_RCVTIMEO, &deadline) < 0)
+			return done ? (ssize_t)done : -1;
+	}
+}
+
+static ssize_t broken_pipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = EPIPE;
+	return -1;
+}
+
+ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	if (m->msg_iovlen > MAX_IOV) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	uint64_t deadline = 0;
+	if (c->shut_wr)
+		return broken_pipe(flags);
+	if (total == 0)
+		return 0;
+	for (;;) {
+		fab_lock(c);
+		check_moves(c);
+		int st = state_of(c);
+		if (st == FAB_SWITCHED || st == FAB_BROKEN) {
+			fab_unlock(c);
+			if (done)
+				return (ssize_t)done;
+			if (st == FAB_BROKEN) {
+				errno = ECONNRESET;
+				return -1;
+			}
+			finish_if_drained(c);
+			return REAL(sendmsg)(c->base.fd, m, flags);
+		}
+		if (c->peer_closed) {
+			fab_unlock(c);
+			return done ? (ssize_t)done : broken_pipe(flags);
+		}
+		uint64_t space = c->ring - (c->tx_head - c->tx_acked);
+		size_t n = total - done < space ? total - done : (size_t)space;
+		if (n) {
+			n = iov_to_ring(c, n, m->msg_iov, m->msg_iovlen, done);
+			c->tx_head += n;
+			c->bytes_out += n;
+			fab_flush(c);
+		}
+		fab_unlock(c);
+		if (n) {
+			done += n;
+			SHUNT_STAT_ADD(&c->base, bytes_out, n);
+			SHUNT_STAT_ADD(&c->base, calls_out, 1);
+			if (done == total)
+				return (ssize_t)done;
+			continue;
+		}
+		if ((flags & MSG_DONTWAIT) || c->base.nonblock) {
+			if (done)
+				return (ssize_t)done;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (wait_for(c, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
+			return done ? (ssize_t)done : -1;
+	}
+}
+
+/* 1: the FIN waits (bytes may still have to go by TCP first, after a
+ * demotion); the peer learns of EOF from SHUT on the endpoint. */
+int fab_shutdown(struct shunt_conn *b, int how)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	int deferred = 0;
+	fab_lock(c);
+	int st = state_of(c);
+	if ((how == SHUT_WR || how == SHUT_RDWR) && st != FAB_SWITCHED && st != FAB_BROKEN &&
+	    !c->shut_wr) {
+		c->shut_wr = 1;
+		c->fin_pending = 1;
+		deferred = 1;
+		fab_flush(c);
+	}
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		c->rd_shut = 1;
+	fab_unlock(c);
+	return deferred;
+}
+
+int fab_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	int st = state_of(c);
+	uint64_t n;
+	if (!arg || st == FAB_BROKEN || (st == FAB_SWITCHED && c->rx_consumed >= c->rx_limit)) {
+		errno = ENOTTY;
+		return -1;
+	}
+	if (req == FIONREAD)
+		n = (st == FAB_SWITCHED ? c->rx_limit : c->rx_arrived) - c->rx_consumed;
+	else if (req == SIOCOUTQ)
+		n = c->tx_head - c->tx_acked;
+	else {
+		errno = ENOTTY;
+		return -1;
+	}
+	*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
+	return 0;
+}
+
+/* ---- readiness ------------------------------------------------------------ */
+
+short fab_poll(struct shunt_conn *b, short events)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	short r = 0;
+	/* Another thread in the data path holds the lock: answer from what
+	 * is known; it will make progress. */
+	if (!__atomic_exchange_n(&c->lock, 1, __ATOMIC_ACQUIRE)) {
+		check_moves(c);
+		fab_unlock(c);
+	}
+	int st = state_of(c);
+	if (st == FAB_BROKEN)
+		return (short)(POLLIN | POLLOUT | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
+	if (st == FAB_SWITCHED) {
+		/* On TCP with ring bytes left to deliver: the socket answers
+		 * for everything else. */
+		if (finish_if_drained(c))
+			return 0; /* the caller asks the kernel now */
+		struct pollfd p = {__atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE),
+				   (short)(events & ~(POLLIN | POLLRDNORM)), 0};
+		if (p.fd >= 0)
+			REAL(poll)(&p, 1, 0);
+		return (short)((p.revents | POLLIN | POLLRDNORM) & (events | POLLERR | POLLHUP));
+	}
+	if (c->rx_arrived > c->rx_consumed)
+		r |= POLLIN | POLLRDNORM;
+	if ((c->peer_shut && c->rx_consumed >= c->peer_shut_at) || c->rd_shut)
+		r |= POLLIN | POLLRDNORM | POLLRDHUP;
+	if (st == FAB_UP && !(r & POLLIN) && (c->tcp_hint || c->tcp_eof)) {
+		/* A dead peer: the read finds out and switches. */
+		int t = tcp_peek(c);
+		if (t == 0 || t == -1)
+			r |= POLLIN | POLLRDNORM;
+		else
+			c->tcp_hint = 0;
+	}
+	if (c->tx_head - c->tx_acked < c->ring && !c->shut_wr)
+		r |= POLLOUT | POLLWRNORM;
+	if (c->peer_closed)
+		r |= POLLOUT | POLLWRNORM; /* the write fails with EPIPE at once */
+	return (short)(r & (events | POLLERR | POLLHUP));
+}
+
+int fab_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeout_ms)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	(void)events;
+	int n = 0;
+	int st = state_of(c);
+	/* The same fds whatever the state: epoll registers them once, when
+	 * the application adds the socket (asking for both events). */
+	int rx = (events & (POLLIN | POLLRDNORM | POLLRDHUP)) != 0;
+	int tx = (events & (POLLOUT | POLLWRNORM)) != 0;
+	if (rx)
+		__atomic_add_fetch(&c->waiters[FAB_RX], 1, __ATOMIC_RELAXED);
+	if (tx)
+		__atomic_add_fetch(&c->waiters[FAB_TX], 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (rx && c->kick[FAB_RX] >= 0)
+		out[n++] = (struct pollfd){c->kick[FAB_RX], POLLIN, 0};
+	if (tx && c->kick[FAB_TX] >= 0)
+		out[n++] = (struct pollfd){c->kick[FAB_TX], POLLIN, 0};
+	if (c->wait_fd >= 0) {
+		struct fid *f = &c->cq->fid;
+		struct fid_fabric *fab = fab_fabric();
+		/* FI_SUCCESS: the CQ is empty and its fd will signal the next
+		 * completion; otherwise there is something to read now. */
+		if (st == FAB_UP && (!fab || fi_trywait(fab, &f, 1) != FI_SUCCESS))
+			*timeout_ms = 0;
+		out[n++] = (struct pollfd){c->wait_fd, POLLIN, 0};
+	}
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	short tev = (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP);
+	if (st == FAB_SWITCHED)
+		tev |= (short)(events & (POLLOUT | POLLWRNORM));
+	out[n++] = (struct pollfd){fd, tev, 0};
+	int limit = -1;
+	if (st == FAB_OFFERED || st == FAB_ACCEPTING) {
+		/* The passive thread kicks us when the connection is up; the
+		 * offer's deadline is ours to watch. */
+		uint64_t now = fab_now_ms();
+		limit = c->deadline > now ? (int)(c->deadline - now) : 0;
+		if (st == FAB_ACCEPTING && limit < 10)
+			limit = 10;
+	}
+	if (c->tcp_eof && (limit < 0 || limit > 100))
+		limit = 100;
+	/* A second sleeper of a role may miss a kick the first one drained. */
+	if ((__atomic_load_n(&c->waiters[FAB_RX], __ATOMIC_RELAXED) > 1 ||
+	     __atomic_load_n(&c->waiters[FAB_TX], __ATOMIC_RELAXED) > 1) &&
+	    (limit < 0 || limit > 10))
+		limit = 10;
+	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
+		*timeout_ms = limit;
+	return n;
+}
+
+void fab_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, int n)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
+		__atomic_sub_fetch(&c->waiters[FAB_RX], 1, __ATOMIC_RELAXED);
+	if (events & (POLLOUT | POLLWRNORM))
+		__atomic_sub_fetch(&c->waiters[FAB_TX], 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++) {
+		if (!fds[i].revents)
+			continue;
+		if (fds[i].fd == fd) {
+			c->tcp_hint = 1;
+			continue;
+		}
+		for (int r = 0; r < 2; r++) {
+			uint64_t v;
+			if (fds[i].fd == c->kick[r] && read(c->kick[r], &v, sizeof v) < 0) {
+				/* another waiter of the role drained it */
+			}
+		}
+	}
+}
+
+uint64_t fab_progress(struct shunt_conn *b)
+{
+	struct fab_conn *c = (struct fab_conn *)b;
+	return c->rx_arrived + c->tx_acked + (uint64_t)state_of(c) +
+	       (uint64_t)c->peer_shut;
+}

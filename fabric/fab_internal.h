@@ -1,0 +1,197 @@
+/* Internals shared by the files of the fabric transport.
+ *
+ *   fab_prov.c   libfabric: provider choice, fabric/domain, the process's
+ *                passive endpoints and the thread that answers them
+ *   fab_conn.c   control path: offer, connect back, decline, demote, close
+ *   fab_data.c   data path: rings, RMA writes, credits, waits, readiness
+ *
+ * Wire format (everything the peer sees besides RMA payload): the 32-bit
+ * remote CQ data of zero- or more-byte RMA writes, a type in the top
+ * FAB_IMM_TYPE_BITS and a stream position modulo 2^FAB_IMM_POS_BITS below;
+ * and the connection data of fi_connect/fi_accept (struct fab_cm_*). */
+#ifndef FAB_INTERNAL_H
+#define FAB_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+
+#include "fab_rdv.h"
+#include "preload/shunt_conn.h"
+
+#define FAB_API FI_VERSION(1, 9)
+#define FAB_MAGIC 0x53484642u /* "SHFB" */
+#define FAB_VERSION 1u
+#define FAB_MIN_RING 4096u
+#define FAB_MAX_RING (1u << 28)
+/* CQ data: verbs carries 4 bytes, so types and positions share 32 bits.
+ * A position is reconstructed from a known lower bound it cannot be more
+ * than FAB_MAX_RING past. */
+#define FAB_IMM_POS_BITS 29
+#define FAB_IMM_POS_MASK ((1u << FAB_IMM_POS_BITS) - 1)
+enum { FAB_RX = 0, FAB_TX = 1 };
+
+enum fab_imm {
+	FAB_IMM_DATA = 0,   /* payload written into the rx ring, ends at pos */
+	FAB_IMM_CREDIT = 1, /* the peer consumed up to pos */
+	FAB_IMM_SHUT = 2,   /* shutdown(SHUT_WR): EOF after pos */
+	FAB_IMM_CLOSE = 3,  /* last close: EOF after pos, no reader any more */
+	FAB_IMM_DEMOTE = 4, /* moving to TCP: the sender delivers its ring up
+			       to pos and reads the rest from the socket */
+};
+
+/* fi_connect data, server -> client's passive endpoint.  Fits the 56 bytes
+ * of private data an InfiniBand CM request carries. */
+struct fab_cm_req {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t decline;     /* the accepting side took the kernel path */
+	uint8_t ring_log2;
+	uint8_t reserved;
+	uint8_t token[FAB_TOKEN_LEN];
+	uint64_t rx_addr;    /* server's rx ring, as the peer names it */
+	uint64_t rx_key;
+};
+
+/* fi_accept data, client -> server. */
+struct fab_cm_rep {
+	uint32_t magic;
+	uint32_t reserved;
+	uint64_t rx_addr;
+	uint64_t rx_key;
+};
+
+enum fab_state {
+	FAB_OFFERED = 1, /* client: offer filed, no connect-back yet; the
+			    application may already write (staged) */
+	FAB_ACCEPTING,   /* client: the passive thread took the request */
+	FAB_UP,          /* both ends move bytes over the endpoint */
+	FAB_DECLINED,    /* never up: the client replays its staged bytes */
+	FAB_SWITCHED,    /* on TCP after the demotion exchange */
+	FAB_BROKEN,      /* the endpoint failed with no exchange possible */
+};
+
+struct fab_conn {
+	struct shunt_conn base;
+	int state;                /* enum fab_state; atomic */
+	int client;
+	pid_t pid;                /* the process that owns the fabric objects */
+	uint32_t lock;            /* one xchg lock over endpoint and positions */
+	struct fid_ep *ep;
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_mr *mr;
+	int wait_fd;              /* the CQ's FI_WAIT_FD, -1 if none */
+	/* Threads share the CQ: one that reads it may take the event another
+	 * sleeps for, and wakes it through an eventfd, one per role (data or
+	 * state for readers, space for writers) so a writer never drains a
+	 * reader's wakeup. */
+	int kick[2];
+	unsigned waiters[2];
+	uint8_t *buf;             /* [tx ring][rx ring][scratch] registered */
+	size_t buf_len;
+	void *desc;
+	uint64_t ring;            /* bytes per direction, power of two */
+	uint64_t peer_addr, peer_key; /* the peer's rx ring */
+	int rx_cq_data;           /* remote CQ data consumes a posted receive */
+	size_t tx_depth;          /* operations in flight at most */
+	size_t tx_inflight;
+	/* Stream positions, free running. */
+	uint64_t tx_head;         /* written by the application into tx ring */
+	uint64_t tx_posted;       /* handed to the provider */
+	uint64_t tx_acked;        /* consumed by the peer (credits) */
+	uint64_t rx_arrived;      /* landed in our rx ring */
+	uint64_t rx_consumed;     /* given to the application */
+	uint64_t rx_credited;     /* last credit sent */
+	uint64_t rx_limit;        /* after the demotion: ring bytes up to here,
+				     then the socket */
+	uint64_t peer_demote;     /* the peer's DEMOTE position */
+	uint64_t peer_shut_at;    /* SHUT/CLOSE position */
+	uint64_t fail_after;      /* test knob: demote after this many bytes */
+	int peer_shut, peer_closed, got_demote, sent_demote;
+	int peer_ready;           /* the peer's endpoint is up: something came
+				     from it (the client's first message) */
+	int shut_wr, fin_pending, rd_shut, tcp_eof, tcp_hint;
+	int failed;               /* a provider error was seen */
+	int why;                  /* enum shunt_reason of the demotion */
+	uint64_t deadline;        /* client OFFERED: give up at (ms) */
+	uint8_t token[FAB_TOKEN_LEN];
+	uint64_t bytes_in, bytes_out;
+	struct fab_conn *next;    /* offer table, then the free pool */
+};
+
+extern const struct shunt_transport_ops fab_ops;
+
+/* ---- fab_prov.c ----------------------------------------------------------- */
+
+/* The provider configured for dst: 0 with name filled, or a reason. */
+enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len,
+				   char name[32]);
+/* The process's fabric and domain for provider name; NULL if unusable. */
+struct fid_domain *fab_domain(const char *prov, struct fid_fabric **fabric);
+/* The process's passive endpoint on source address src (listening, its
+ * requests answered by a thread); its address into o. */
+int fab_pep_addr(const char *prov, const struct sockaddr *src, socklen_t slen,
+		 struct fab_offer *o);
+/* An endpoint description to reach a peer's passive endpoint. */
+struct fi_info *fab_info_for_peer(const struct fab_offer *o);
+/* Registered memory for a connection: len bytes, desc and key. */
+int fab_mr_reg(struct fid_domain *d, void *buf, size_t len, uint64_t access,
+	       struct fid_mr **mr);
+/* Remote address of a registered buffer as the peer names it. */
+uint64_t fab_mr_remote_addr(const void *base, const void *p);
+/* The process's fabric (NULL before the first connection, or in a child). */
+struct fid_fabric *fab_fabric(void);
+/* The process owning the fabric objects (a forked child does not). */
+int fab_is_owner(pid_t pid);
+uint64_t fab_now_ms(void);
+
+/* Offers waiting for their connect-back, by token (fab_conn.c). */
+void fab_offer_add(struct fab_conn *c);
+void fab_offer_del(struct fab_conn *c);
+/* The passive thread: a request carrying token arrived; take it (1, the
+ * connection's endpoint is then up) or refuse (0). */
+int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
+
+/* ---- fab_conn.c ----------------------------------------------------------- */
+
+/* Open the endpoint's CQ, EQ, registered rings. */
+int fab_conn_resources(struct fab_conn *c, struct fid_domain *d, struct fi_info *info);
+/* The TCP connection can no longer be trusted: reset it. */
+void fab_reset_tcp(struct fab_conn *c);
+void fab_lock(struct fab_conn *c);
+void fab_unlock(struct fab_conn *c);
+
+/* ---- fab_data.c ----------------------------------------------------------- */
+
+/* Post what the application staged (lock held). */
+void fab_flush(struct fab_conn *c);
+/* Read completions (lock held): 1 if anything moved. */
+int fab_progress_locked(struct fab_conn *c);
+/* Leave the endpoint exactly: DEMOTE exchange, replay over TCP (lock held).
+ * 0 on success, -1 when the connection had to be reset. */
+int fab_switch_locked(struct fab_conn *c, int why);
+/* Client, OFFERED: give up; replay the staged bytes over TCP (lock held). */
+void fab_give_up_locked(struct fab_conn *c);
+int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos);
+/* Wake this end's sleepers of a role (FAB_RX, FAB_TX) if there are any. */
+void fab_kick(struct fab_conn *c, int role);
+void fab_send_fin(struct fab_conn *c);
+
+ssize_t fab_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
+ssize_t fab_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
+int fab_shutdown(struct shunt_conn *c, int how);
+int fab_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
+short fab_poll(struct shunt_conn *c, short events);
+int fab_arm(struct shunt_conn *c, short events, struct pollfd out[3], int *timeout_ms);
+void fab_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
+uint64_t fab_progress(struct shunt_conn *c);
+
+#endif

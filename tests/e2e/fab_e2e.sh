@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# The fabric transport across two "hosts" (network namespaces joined by veth,
+# 198.18.0.0/15), each with its own rundir and shuntd, libfabric's tcp
+# provider.  Subtests (SHM_ONLY=... runs some):
+#   torture   echo_server/echo_client across the hosts, 3 connections, both
+#             directions at once, random call sizes, in pairs of wait
+#             interfaces (blocking threads, poll, ppoll, select, pselect,
+#             epoll LT/ET/ONESHOT, epoll_pwait2) and read/write API mixes,
+#             the default 1 MiB ring and a 64 KiB one: same hashes as the
+#             plain run, every connection on fabric at both ends, exact byte
+#             counts at close, no demotion
+#   fail      the provider "fails" after N bytes (SHUNT_FABRIC_FAIL_AFTER)
+#             at the client, at the server, at both: every connection moves
+#             to TCP (provider-error here, peer-demoted there) and the
+#             streams are byte-exact
+#   onehost   shunt on one host only (either one): kernel path with
+#             no-peer-shim on the shunt side, same bytes
+#   noagent   no shuntd on the server's host: kernel path, reason no-agent
+#   killpeer  the server is killed (SIGKILL) mid-stream: the client sees the
+#             stream end (EOF or an error), never a wrong byte, no hang
+#   samehost  client and server in one namespace with its agent: shm, not
+#             fabric
+#   decline   the server's rule says kernel: it refuses the offer, the client
+#             replays over TCP (declined), same bytes
+#   fork      a forking server (accept, fork, the child serves): each
+#             connection leaves the fabric before the fork (fork-shared at
+#             the server, peer-demoted at the client), bytes exact
+source "$(dirname "$0")/lib_fabric.sh"
+
+BYTES=${E2E_FAB_BYTES:-4000000}
+CONNS=3
+
+
+# pair PHASE SW CW SEND RECV [ENV_SERVER] [ENV_CLIENT]: echo_server on B,
+# echo_client on A; both PASS, per-connection hashes agree.
+pair() {
+	local sw=$2 cw=$3 sa=$4 ra=$5 es=${6:-} ec=${7:-}
+	on_bg B server env $es "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" \
+		--conns $CONNS --wait "$sw" --send "$sa" --recv "$ra"
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_run A env $ec "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns $CONNS \
+		--bytes "$BYTES" --seed 7 --wait "$cw" --send "$sa" --recv "$ra" --chunk 4194304 \
+		>"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed ($PHASE)"
+	wait_exit "$spid" 30 || die "echo_server failed ($PHASE)"
+	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	grep -q '^PASS echo_server' "$PDIR/server.out" || die "no PASS from echo_server"
+	sed -n 's/^conn [0-9]* bytes=\([0-9]*\) sent_sha256=\([0-9a-f]*\) recv_sha256=\2$/conn bytes=\1 sha256=\2/p' \
+		"$PDIR/client.out" | sort >"$PDIR/client.sha"
+	grep '^conn ' "$PDIR/server.out" | sort >"$PDIR/server.sha" || true
+	[[ $(wc -l <"$PDIR/client.sha") -eq $CONNS ]] || die "client: hashes missing or sent != echoed"
+	assert_same_file "$PDIR/client.sha" "$PDIR/server.sha" "client and server hashes ($PHASE)"
+}
+
+reference() {
+	fab_phase plain plain
+	pair plain thread block mix mix
+	cp "$PDIR/client.sha" "$TMP/ref.sha"
+}
+
+t_torture() {
+	fab_hosts
+	reference
+	local combos=(
+		"thread block mix mix default"
+		"epoll epoll-et writev readv 65536"
+		"epoll-oneshot poll sendmsg recvmsg default"
+		"ppoll select send recv 65536"
+		"pselect epoll-pwait2 mix mix default"
+	) i sw cw sa ra ring
+	for i in "${!combos[@]}"; do
+		read -r sw cw sa ra ring <<<"${combos[$i]}"
+		fab_phase "torture-$i" shunt
+		[[ $ring == default ]] || SHUNT_ARGS=(--options "$FAB_OPTS,ring_size=$ring")
+		agent_on A
+		agent_on B
+		pair "torture-$i" "$sw" "$cw" "$sa" "$ra"
+		assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs fabric (${combos[$i]})"
+		check_logs
+		assert_fab_conns echo_client client $CONNS
+		assert_fab_conns echo_server server $CONNS
+		assert_conn_pairs $CONNS
+		assert_log_count "$(fab_close_re echo_client "$BYTES" "$BYTES")" $CONNS
+		assert_log_count "$(fab_close_re echo_server "$BYTES" "$BYTES")" $CONNS
+		assert_log_lacks "$(fab_moved_re)"
+		note "${combos[$i]}: $CONNS connections on fabric, byte-exact"
+	done
+}
+
+t_fail() {
+	fab_hosts
+	reference
+	local cases=("client 1000000" "server 777777" "both 2500000" "client 5000") c who n
+	for c in "${cases[@]}"; do
+		read -r who n <<<"$c"
+		fab_phase "fail-$who-$n" shunt
+		agent_on A
+		agent_on B
+		local es="" ec="" k="SHUNT_FABRIC_FAIL_AFTER=$n"
+		[[ $who == client || $who == both ]] && ec=$k
+		[[ $who == server || $who == both ]] && es=$k
+		pair "fail-$who" epoll poll mix mix "$es" "$ec"
+		assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs fabric with a failure ($c)"
+		check_logs
+		assert_fab_conns echo_client client $CONNS
+		assert_fab_conns echo_server server $CONNS
+		# Every connection left the fabric at both ends, and said why.
+		local moved
+		moved=$(log_count "$(fab_moved_re '(provider-error|peer-demoted)')")
+		[[ $moved -eq $((2 * CONNS)) ]] || die "$c: $moved moves, expected $((2 * CONNS))"
+		case $who in
+		client) assert_log_count "echo_client: $(fab_moved_re provider-error | cut -c3-)" $CONNS ;;
+		server) assert_log_count "echo_server: $(fab_moved_re provider-error | cut -c3-)" $CONNS ;;
+		esac
+		assert_log_lacks 'reset: the endpoint failed'
+		note "failure after $n bytes at the $who: $CONNS connections moved to TCP, byte-exact"
+	done
+}
+
+t_onehost() {
+	fab_hosts
+	reference
+	local side
+	for side in client server; do
+		fab_phase "onehost-$side" shunt
+		agent_on A
+		agent_on B
+		if [[ $side == client ]]; then
+			MODE=plain
+			on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns $CONNS
+			MODE=shunt
+		else
+			on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns $CONNS
+		fi
+		local spid=$BG_PID
+		wait_file "$PDIR/port" "$spid"
+		[[ $side == server ]] && MODE=plain
+		on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns $CONNS \
+			--bytes "$BYTES" --seed 7 >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+			die "echo_client failed ($PHASE)"
+		MODE=shunt
+		wait_exit "$spid" 30 || die "echo_server failed ($PHASE)"
+		grep -q '^PASS echo_server' "$PDIR/server.out" || die "no PASS from echo_server"
+		sed -n 's/^conn [0-9]* bytes=\([0-9]*\) sent_sha256=\([0-9a-f]*\) recv_sha256=\2$/conn bytes=\1 sha256=\2/p' \
+			"$PDIR/client.out" | sort >"$PDIR/client.sha"
+		assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs shunt on the $side only"
+		check_logs
+		if [[ $side == client ]]; then
+			assert_log_count "$(conn_re echo_client client kernel no-peer-shim)" $CONNS
+		else
+			assert_log_count "$(conn_re echo_server server kernel no-peer-shim)" $CONNS
+		fi
+		assert_log_lacks 'transport=fabric'
+		note "shunt on the $side only: kernel path, no-peer-shim"
+	done
+}
+
+t_noagent() {
+	fab_hosts
+	reference
+	fab_phase noagent shunt
+	agent_on A
+	pair noagent thread block mix mix
+	assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs no agent"
+	check_logs
+	assert_log_count "$(conn_re echo_client client kernel no-agent)" $CONNS
+	assert_log_count "$(conn_re echo_server server kernel no-peer-shim)" $CONNS
+	note "no agent on the server's host: kernel path, no-agent"
+}
+
+t_killpeer() {
+	fab_hosts
+	fab_phase killpeer shunt
+	agent_on A
+	agent_on B
+	on_bg B server "$PROGS/stream_peer" server --host "$ADDR_B" --port-file "$PDIR/port" --bidi \
+		--progress-file "$PDIR/half" --progress-bytes 3000000
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_bg A client "$PROGS/stream_peer" client --host "$ADDR_B" --port "$(port_of)" --bidi
+	local cpid=$BG_PID
+	wait_file "$PDIR/half" "$spid" 30
+	kill -KILL "$(bg_prog_pid "$spid")"
+	wait_exit "$cpid" 20 || die "stream_peer client exited with status $? after its peer was killed: $(cat "$PDIR/client.out" "$PDIR/client.err" | tail -n 5)"
+	grep -Eq '^client: recv bytes.* end=' "$PDIR/client.out" ||
+		die "client did not report how its stream ended: $(cat "$PDIR/client.out")"
+	check_logs
+	assert_fab_conns stream_peer client 1
+	note "peer killed: client ended with '$(grep -E '^client: (recv|send)' "$PDIR/client.out" | tr '\n' ' ')'"
+}
+
+t_samehost() {
+	fab_hosts
+	fab_phase samehost shunt
+	agent_on B
+	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns $CONNS
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_run B "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns $CONNS \
+		--bytes "$BYTES" --seed 7 >"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
+	wait_exit "$spid" 30 || die "echo_server failed"
+	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	check_logs
+	assert_log_count "$(conn_re echo_client client shm -)" $CONNS
+	assert_log_count "$(conn_re echo_server server shm -)" $CONNS
+	assert_log_lacks 'transport=fabric'
+	note "same host: shm"
+}
+
+t_decline() {
+	fab_hosts
+	reference
+	fab_phase decline shunt
+	agent_on A
+	agent_on B
+	# The server's rule says kernel: it refuses the offers it finds, and
+	# the client replays what it staged over TCP.
+	SHUNT_ARGS=(--options "$FAB_OPTS,default_transport=kernel")
+	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns $CONNS
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	SHUNT_ARGS=(--options "$FAB_OPTS")
+	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns $CONNS \
+		--bytes "$BYTES" --seed 7 >"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
+	wait_exit "$spid" 30 || die "echo_server failed"
+	grep -q '^PASS echo_server' "$PDIR/server.out" || die "no PASS from echo_server"
+	sed -n 's/^conn [0-9]* bytes=\([0-9]*\) sent_sha256=\([0-9a-f]*\) recv_sha256=\2$/conn bytes=\1 sha256=\2/p' \
+		"$PDIR/client.out" | sort >"$PDIR/client.sha"
+	assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs declined offers"
+	check_logs
+	assert_log_count "$(conn_re echo_server server kernel rule-kernel)" $CONNS
+	assert_log_count "echo_client: $(fab_moved_re declined | cut -c3-)" $CONNS
+	note "offers declined by the server's rule: the client replayed over TCP"
+}
+
+t_fork() {
+	fab_hosts
+	fab_phase fork shunt
+	# The server demotes each connection before it forks, one at a time:
+	# give the later offers time to be taken.
+	SHUNT_ARGS=(--options "$FAB_OPTS,offer_timeout_ms=5000")
+	agent_on A
+	agent_on B
+	on_bg B server "$PROGS/fork_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns $CONNS
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns $CONNS \
+		--bytes "$BYTES" --seed 7 >"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
+	wait_exit "$spid" 30 || die "fork_server failed"
+	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	grep -q '^PASS fork_server' "$PDIR/server.out" || die "no PASS from fork_server"
+	check_logs
+	assert_fab_conns echo_client client $CONNS
+	assert_fab_conns fork_server server $CONNS
+	assert_log_count "fork_server: $(fab_moved_re fork-shared | cut -c3-)" $CONNS
+	assert_log_count "echo_client: $(fab_moved_re peer-demoted | cut -c3-)" $CONNS
+	assert_log_lacks 'reset: the endpoint failed'
+	note "accept then fork: $CONNS connections moved to TCP before the fork, byte-exact"
+}
+
+subtest torture t_torture
+subtest fail t_fail
+subtest onehost t_onehost
+subtest noagent t_noagent
+subtest killpeer t_killpeer
+subtest samehost t_samehost
+subtest fork t_fork
+subtest decline t_decline
+finish_subtests

@@ -1,0 +1,121 @@
+# shellcheck shell=bash disable=SC2030,SC2031,SC2154
+# Helpers for the fabric transport's end-to-end tests (fab_*.sh), on top of
+# lib_shm.sh (subtests, namespaces).  Two "hosts" are two network
+# namespaces joined by a veth pair, 198.18.0.1/24 (A) and 198.18.0.2/24 (B)
+# (198.18.0.0/15 only), each with its own rundir and its own shuntd.  Both
+# ends run `shunt run` with fabric_provider=tcp and assert from the debug
+# logs:
+#   conn fd=N role=client|server local=A peer=B transport=fabric reason=-
+#   fabric close fd=N bytes_in=X bytes_out=Y
+#   moved fd=N from=fabric transport=kernel reason=REASON
+source "$(dirname "${BASH_SOURCE[0]}")/lib_shm.sh"
+
+if ! can_netns; then
+	echo "SKIP: $E2E_NAME needs root to create network namespaces"
+	exit 0
+fi
+SHUNTD=${SHUNTD:-$(dirname "$SHUNT")/shuntd}
+[[ -x "$SHUNTD" ]] || die "shuntd not found at $SHUNTD"
+
+ADDR_A=198.18.0.1
+ADDR_B=198.18.0.2
+# shunt run options of every shim in these tests.
+FAB_OPTS="fabric_provider=tcp"
+
+# fab_hosts: two namespaces NSA, NSB joined by a veth pair.
+fab_hosts() {
+	new_netns
+	NSA=$NETNS
+	new_netns
+	NSB=$NETNS
+	local va=fv$$a$RANDOM vb=fv$$b$RANDOM
+	va=${va:0:15}
+	vb=${vb:0:15}
+	ip link add "$va" type veth peer name "$vb" || die "cannot create a veth pair"
+	ip link set "$va" netns "$NSA"
+	ip link set "$vb" netns "$NSB"
+	ip -n "$NSA" addr add "$ADDR_A/24" dev "$va"
+	ip -n "$NSB" addr add "$ADDR_B/24" dev "$vb"
+	ip -n "$NSA" link set "$va" up
+	ip -n "$NSB" link set "$vb" up
+}
+
+# fab_phase NAME MODE: a phase with one private rundir per host (RUN_A,
+# RUN_B) and a shunt.conf per host (CONF_A, CONF_B) naming it.
+fab_phase() {
+	shm_phase "$@"
+	rm -f "$PDIR/port" "$PDIR/half"
+	RUN_A=$RUNDIR-a
+	RUN_B=$RUNDIR-b
+	mkdir -p "$RUN_A" "$RUN_B"
+	chmod 700 "$RUN_A" "$RUN_B"
+	CONF_A=$PDIR/a.conf
+	CONF_B=$PDIR/b.conf
+	printf 'rundir = %s\n' "$RUN_A" >"$CONF_A"
+	printf 'rundir = %s\n' "$RUN_B" >"$CONF_B"
+	SHUNT_ARGS=(--options "$FAB_OPTS")
+}
+
+# agent_on A|B: start shuntd on that host (foreground, logs in
+# $PDIR/shuntd-X.err); sets AGENT_PID_X.
+agent_on() {
+	local h=$1 ns conf old
+	[[ $h == A ]] && ns=$NSA conf=$CONF_A || ns=$NSB conf=$CONF_B
+	agent_stop "$h"
+	ip netns exec "$ns" timeout -k 5 "$E2E_BG_LIFETIME" "$SHUNTD" --config "$conf" \
+		</dev/null >"$PDIR/shuntd-$h.out" 2>"$PDIR/shuntd-$h.err" &
+	BG_PIDS+=("$!")
+	eval "AGENT_PID_$h=$!"
+	local i
+	for ((i = 0; i < 200; i++)); do
+		grep -q 'serving on' "$PDIR/shuntd-$h.err" 2>/dev/null && return 0
+		kill -0 "$!" 2>/dev/null || die "shuntd on $h exited: $(tail -n 3 "$PDIR/shuntd-$h.err")"
+		sleep 0.05
+	done
+	die "shuntd on $h did not start"
+}
+
+# agent_stop A|B: SIGTERM to that host's shuntd, if it runs.
+agent_stop() {
+	local v=AGENT_PID_$1
+	if [[ -n "${!v:-}" ]]; then
+		kill -TERM "${!v}" 2>/dev/null || true
+		wait "${!v}" 2>/dev/null || true
+		eval "$v="
+	fi
+}
+
+# on_bg A|B NAME CMD... / on_run A|B CMD...: bg_in / run_in on that host,
+# with that host's rundir.
+on_bg() {
+	local h=$1
+	shift
+	if [[ $h == A ]]; then RUNDIR=$RUN_A; bg_in "$NSA" "$@"; else RUNDIR=$RUN_B; bg_in "$NSB" "$@"; fi
+}
+on_run() {
+	local h=$1
+	shift
+	if [[ $h == A ]]; then RUNDIR=$RUN_A; run_in "$NSA" "$@"; else RUNDIR=$RUN_B; run_in "$NSB" "$@"; fi
+}
+
+fab_conn_re() { conn_re "$1" "$2" fabric '-'; }
+
+# assert_fab_conns PROG ROLE N: exactly N decision lines of PROG/ROLE, all
+# on fabric.
+assert_fab_conns() {
+	local prog=$1 role=$2 n=$3 all
+	all=$(log_count "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')")
+	[[ $all -eq $n ]] || die "$prog/$role: $all decision lines, expected $n"
+	assert_log_count "$(fab_conn_re "$prog" "$role")" "$n"
+}
+
+# fab_close_re PROG IN OUT: a "fabric close" line with these counts.
+fab_close_re() {
+	echo "^shunt\\[[0-9]+\\] $1: debug: fabric close fd=[0-9]+ bytes_in=$2 bytes_out=$3\$"
+}
+fab_moved_re() {
+	echo ": info: moved fd=[0-9]+ from=fabric transport=kernel reason=${1:-[a-z-]+}\$"
+}
+
+# The port a server bound, written by --port-file.
+port_of() { cat "$PDIR/${1:-port}"; }
