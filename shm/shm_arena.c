@@ -7,7 +7,7 @@
  * keeps the arenas of its clients mapped: a new connection reuses pages
  * that are already in both page tables.
  *
- *   <rundir>/o/a-<pid>-<n>   SHM_ARENA_SLOTS slots of SHM_HDR_SIZE + 2 rings
+ *   <rundir>/o/a-<pid>-<n>   4, 16 or 64 slots of SHM_HDR_SIZE + 2 rings
  *
  * Only the process that created an arena (its owner) hands out its slots.
  * Each connection end, in whatever process, holds an open file description
@@ -32,10 +32,13 @@
 #include "preload/shunt_real.h"
 #include "shm_internal.h"
 
-#define SHM_ARENA_SLOTS 4u
+/* A process's first arenas are small (most make a few connections); later
+ * ones hold more, so a thousand concurrent connections need a few dozen
+ * arenas, not hundreds. */
+#define SHM_ARENA_SLOTS 64u
 /* Arenas mapped here, ours and our clients'.  Beyond this, an arena is
  * mapped for one connection and unmapped after it (the old cost). */
-#define SHM_ARENA_MAX 64u
+#define SHM_ARENA_MAX 1024u
 /* Clients' arenas with no connection left stay mapped up to this many. */
 #define SHM_ARENA_IDLE_MAX 8u
 
@@ -55,6 +58,9 @@ struct shm_arena {
 	int slotfd[SHM_ARENA_SLOTS];
 	pid_t slotpid[SHM_ARENA_SLOTS];
 	unsigned cursor;    /* owner: where the next free-slot search starts */
+	unsigned nslots;
+	uint64_t own_busy;  /* owner: slots an end in this process holds (no
+			       need to ask the kernel about those) */
 	char name[48];      /* a-<pid>-<n> */
 };
 
@@ -130,7 +136,11 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 	char path[SHM_PATH_MAX];
 	if (arena_path(path, sizeof path, a->name))
 		return NULL;
-	size_t len = (size_t)slot_size * SHM_ARENA_SLOTS;
+	unsigned owned = 0;
+	for (unsigned i = 0; i < narenas; i++)
+		owned += arenas[i].owner == shunt_pid() && arenas[i].base;
+	a->nslots = owned < 2 ? 4 : owned < 4 ? 16 : SHM_ARENA_SLOTS;
+	size_t len = (size_t)slot_size * a->nslots;
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* A dead process of ours with a recycled pid. */
@@ -168,10 +178,12 @@ static struct shm_arena *find_free(uint64_t slot_size, unsigned *slot)
 		struct shm_arena *a = &arenas[i];
 		if (a->owner != me || a->slot_size != slot_size || !a->base)
 			continue;
-		for (unsigned k = 0; k < SHM_ARENA_SLOTS; k++) {
-			unsigned s = (a->cursor + k) % SHM_ARENA_SLOTS;
+		for (unsigned k = 0; k < a->nslots; k++) {
+			unsigned s = (a->cursor + k) % a->nslots;
+			if (a->own_busy & (1ull << s))
+				continue;
 			if (slot_lock(a->fd, (uint64_t)s * slot_size, F_WRLCK, F_OFD_GETLK) == 0) {
-				a->cursor = (s + 1) % SHM_ARENA_SLOTS;
+				a->cursor = (s + 1) % a->nslots;
 				*slot = s;
 				return a;
 			}
@@ -203,11 +215,13 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 			s->hdr = (struct shm_hdr *)(a->base + off);
 			s->len = slot_size;
 			a->users++;
+			a->own_busy |= 1ull << k;
 			int n = snprintf(target, tlen, "%s:%u:%llu", a->name, k,
 					 (unsigned long long)ring);
 			rc = n < 0 || (size_t)n >= tlen ? -1 : 0;
 			if (rc < 0) {
 				a->users--;
+				a->own_busy &= ~(1ull << k);
 				slot_lock(s->lockfd, off, F_UNLCK, F_OFD_SETLK);
 				s->lockfd = -1;
 			}
@@ -304,6 +318,13 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		struct shm_arena *a = &arenas[i];
 		if (!a->base || a->owner || strcmp(a->name, name) || a->slot_size != slot_size)
 			continue;
+		/* A name outlives its owner until swept, and a pid can come
+		 * back: the name must still be the file we mapped. */
+		char path[SHM_PATH_MAX];
+		struct stat now;
+		if (arena_path(path, sizeof path, name) || stat(path, &now) < 0 ||
+		    now.st_dev != a->dev || now.st_ino != a->ino)
+			break;
 		int kfd = a->slotfd[k];
 		if (kfd >= 0 && a->slotpid[k] == shunt_pid() &&
 		    slot_lock(kfd, off, F_RDLCK, F_OFD_SETLK) == 0) {
@@ -405,6 +426,8 @@ void shm_arena_release(struct shm_slot *s, int shared)
 		 * its own copy, so the count is too. */
 		if (a->users)
 			a->users--;
+		if (a->owner == shunt_pid())
+			a->own_busy &= ~(1ull << s->slot);
 		if (kept) {
 			/* Last: once the lock is gone the owner may hand the
 			 * slot out. */

@@ -4,7 +4,7 @@
  *   shunt bench [--rounds N] [--duration SEC] [--warmup N] [--sizes LIST]
  *               [--stream-size BYTES] [--connects N] [--cpus A,B]
  *               [--fabric auto|yes|no] [--only LIST] [--csv FILE]
- *               [--plot FILE.svg] [-v]
+ *               [--plot FILE.svg] [--netns] [-v]
  *
  * A round runs every test once on every column; within a test the columns
  * take turns, in an order that rotates from round to round, so a noisy
@@ -51,6 +51,9 @@ static void usage(FILE *f)
 		"  --csv FILE          every run's figures and the medians, as CSV\n"
 		"  --plot FILE.svg     latency CDFs and throughput bars, as SVG (FILE.png:\n"
 		"                      drawn from the SVG by rsvg-convert, if installed)\n"
+		"  --netns             (root) kernel TCP and shunt-fabric across two network\n"
+		"                      namespaces joined by veth, each with its own shuntd\n"
+		"                      (set up and removed by the run)\n"
 		"  -v, --verbose       show each benchmark program's output\n");
 }
 
@@ -117,6 +120,8 @@ static void on_signal(int sig)
 				kill(-running->server[tp], SIGKILL);
 		if (running->client > 0)
 			kill(-running->client, SIGKILL);
+		if (running->o.netns)
+			bench_netns_down(running); /* namespaces outlive us otherwise */
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);
@@ -150,7 +155,7 @@ static int write_plot(const struct bench *b, const char *path)
 int shunt_cmd_bench(int argc, char **argv)
 {
 	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
-	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_HELP };
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_HELP };
 	static const struct option opts[] = {
 		{ "rounds", required_argument, NULL, O_ROUNDS },
 		{ "duration", required_argument, NULL, O_DURATION },
@@ -163,6 +168,7 @@ int shunt_cmd_bench(int argc, char **argv)
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "csv", required_argument, NULL, O_CSV },
 		{ "plot", required_argument, NULL, O_PLOT },
+		{ "netns", no_argument, NULL, O_NETNS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -240,6 +246,7 @@ int shunt_cmd_bench(int argc, char **argv)
 			break;
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
+		case O_NETNS: o->netns = 1; break;
 		case 'v': o->verbose = 1; break;
 		case 'h':
 		case O_HELP:
@@ -284,6 +291,10 @@ int shunt_cmd_bench(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	int rc = 0;
+	if (o->netns && bench_netns_up(b) != 0) {
+		rc = 1;
+		goto out;
+	}
 	if (bench_start_servers(b) != 0) {
 		rc = 1;
 		goto out;
@@ -339,6 +350,8 @@ int shunt_cmd_bench(int argc, char **argv)
 		rc = 1;
 out:
 	bench_stop_servers(b);
+	if (o->netns)
+		bench_netns_down(b);
 	running = NULL;
 	child_rmtree(b->rundir);
 	free(b->v);

@@ -3,7 +3,9 @@
  *   shunt_bench_run.c     the benchmark programs as child processes: the
  *                         servers, one client run, its output, its transport
  *   shunt_bench_report.c  the table (medians, ratios) and the CSV file
- *   shunt_bench_plot.c    the SVG picture: latency CDFs, throughput bars */
+ *   shunt_bench_plot.c    the SVG picture: latency CDFs, throughput bars
+ *   shunt_bench_netns.c   --netns: two namespaces with their agents, for the
+ *                         fabric column (and kernel TCP as its reference) */
 #ifndef SHUNT_BENCH_H
 #define SHUNT_BENCH_H
 
@@ -52,7 +54,12 @@ struct bench_opts {
 	int only;                   /* bit mask of enum bench_tp to run */
 	const char *csv, *plot;
 	int verbose;
+	int netns;                  /* --netns: tcp and fabric across two namespaces */
 };
+
+/* --netns: the clients' host (namespace 0) and the servers' (namespace 1). */
+#define BENCH_NETNS_CLIENT "198.18.0.1"
+#define BENCH_NETNS_SERVER "198.18.0.2"
 
 struct bench {
 	struct bench_opts o;
@@ -67,6 +74,12 @@ struct bench {
 	double *v;                            /* see BV() */
 	struct bench_cdf *cdf;                /* see BCDF() */
 	unsigned long long verified[BT_COUNT]; /* shunt runs whose transport was checked */
+	/* --netns */
+	char ns[2][64];                       /* namespace names, client's and server's */
+	char ns_rundir[2][128];               /* each host's rundir */
+	int ns_made[2];
+	pid_t agent[2];                       /* each host's shuntd */
+	int agent_log[2];                     /* its stderr, read until it serves */
 };
 
 /* Value of round r (NAN when not measured). */
@@ -86,6 +99,13 @@ void bench_probe_fabric(struct bench *b);
 /* One run of one test in round r; results stored in b. */
 enum bench_test { BTEST_PINGPONG, BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT };
 int bench_run(struct bench *b, enum bench_tp tp, enum bench_test test, int size_idx, int r);
+
+/* shunt_bench_netns.c: 0, or -1 with a message (bench_netns_down cleans up
+ * what was made). */
+int bench_netns_up(struct bench *b);
+void bench_netns_down(struct bench *b);
+/* Does column tp cross the namespace pair? */
+#define BENCH_CROSS(b, tp) ((b)->o.netns && ((tp) == BT_TCP || (tp) == BT_FABRIC))
 
 /* shunt_bench_report.c */
 double bench_median(const struct bench *b, enum bench_tp tp, enum bench_metric m, int s);

@@ -177,6 +177,10 @@ void bench_print_table(const struct bench *b, FILE *f)
 				b->why[tp]);
 	}
 	fprintf(f, "raw ring: no connection to set up (connection rows: -)\n");
+	if (b->o.netns)
+		fprintf(f, "--netns: kernel TCP and shunt-fabric ran across two network namespaces "
+			"joined by veth (%s -> %s); the other columns on loopback\n",
+			BENCH_NETNS_CLIENT, BENCH_NETNS_SERVER);
 }
 
 /* RFC 4180: quote a field holding a comma or a quote. */

@@ -102,10 +102,29 @@ static int is_shunt(enum bench_tp tp)
 	return tp == BT_SHM || tp == BT_FABRIC;
 }
 
-/* "shunt run --transport T --options rundir=R --" before the program. */
-static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v)
+/* The rundir of the server (side 1) or client (side 0) of column tp. */
+static const char *rundir_of(const struct bench *b, enum bench_tp tp, int side)
+{
+	return BENCH_CROSS(b, tp) ? b->ns_rundir[side] : b->rundir;
+}
+
+/* The address a column's server binds and its clients connect to. */
+static const char *host_of(const struct bench *b, enum bench_tp tp)
+{
+	return BENCH_CROSS(b, tp) ? BENCH_NETNS_SERVER : "127.0.0.1";
+}
+
+/* "[ip netns exec NS] shunt run --transport T --options rundir=R --" before
+ * the program of side 1 (server) or 0 (client). */
+static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v, int side)
 {
 	v->n = 0;
+	if (BENCH_CROSS(b, tp)) {
+		add(v, "ip");
+		add(v, "netns");
+		add(v, "exec");
+		add(v, "%s", b->ns[side]);
+	}
 	if (!is_shunt(tp))
 		return;
 	add(v, "%s", child_self_exe());
@@ -113,7 +132,9 @@ static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v)
 	add(v, "--transport");
 	add(v, "%s", tp == BT_SHM ? "shm" : "fabric");
 	add(v, "--options");
-	add(v, "rundir=%s", b->rundir);
+	/* across hosts, libfabric's tcp provider: it needs no RDMA device */
+	add(v, "rundir=%s%s", rundir_of(b, tp, side),
+	    BENCH_CROSS(b, tp) ? ",fabric_provider=tcp" : "");
 	add(v, "--");
 }
 
@@ -145,7 +166,7 @@ static int start_server(struct bench *b, enum bench_tp tp)
 {
 	struct argv v;
 	int pfd[2];
-	prefix(b, tp, &v);
+	prefix(b, tp, &v, 1);
 	add(&v, "%s", b->tcpbench);
 	add(&v, "server");
 	if (tp == BT_UNIX) {
@@ -155,7 +176,7 @@ static int start_server(struct bench *b, enum bench_tp tp)
 		add(&v, "--port");
 		add(&v, "0");
 		add(&v, "--bind");
-		add(&v, "127.0.0.1");
+		add(&v, "%s", host_of(b, tp));
 	}
 	if (pipe2(pfd, O_CLOEXEC) != 0) {
 		fprintf(stderr, "shunt bench: pipe: %s\n", strerror(errno));
@@ -253,7 +274,7 @@ static int check_transport(struct bench *b, enum bench_tp tp,
 	struct shunt_stat_totals after, t;
 	unsigned want = tp == BT_SHM ? SHUNT_TP_SHM : SHUNT_TP_FABRIC;
 	char desc[512];
-	unsigned found = shunt_statfile_sum(b->rundir, b->server[tp], &after);
+	unsigned found = shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp], &after);
 	shunt_statfile_delta(&after, before, &t);
 	if (found == 1 && t.conns[want] > 0 && t.conns[SHUNT_TP_KERNEL] == 0) {
 		b->verified[tp]++;
@@ -324,7 +345,7 @@ int bench_run(struct bench *b, enum bench_tp tp, enum bench_test test, int s, in
 
 	if (tp == BT_RING && test == BTEST_CONNECT)
 		return 0; /* a ring has no connection to set up */
-	prefix(b, tp, &v);
+	prefix(b, tp, &v, 0);
 	if (tp == BT_RING) {
 		add(&v, "%s", b->ringbench);
 		add(&v, "%s", mode[test]);
@@ -340,7 +361,7 @@ int bench_run(struct bench *b, enum bench_tp tp, enum bench_test test, int s, in
 			add(&v, "%s", b->addr[tp]);
 		} else {
 			add(&v, "--host");
-			add(&v, "127.0.0.1");
+			add(&v, "%s", host_of(b, tp));
 			add(&v, "--port");
 			add(&v, "%s", b->addr[tp]);
 		}
@@ -365,7 +386,7 @@ int bench_run(struct bench *b, enum bench_tp tp, enum bench_test test, int s, in
 	/* the ring client pins itself (and its child); the others are pinned here */
 	struct shunt_stat_totals before;
 	if (is_shunt(tp))
-		shunt_statfile_sum(b->rundir, b->server[tp], &before);
+		shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp], &before);
 	int saved = b->o.cpus[0];
 	if (tp == BT_RING)
 		b->o.cpus[0] = -1;
@@ -429,12 +450,12 @@ void bench_probe_fabric(struct bench *b)
 	char *text = NULL;
 	pid_t pid = 0;
 	struct shunt_stat_totals before;
-	shunt_statfile_sum(b->rundir, b->server[BT_FABRIC], &before);
-	prefix(b, BT_FABRIC, &v);
+	shunt_statfile_sum(rundir_of(b, BT_FABRIC, 1), b->server[BT_FABRIC], &before);
+	prefix(b, BT_FABRIC, &v, 0);
 	add(&v, "%s", b->tcpbench);
 	add(&v, "client");
 	add(&v, "--host");
-	add(&v, "127.0.0.1");
+	add(&v, "%s", host_of(b, BT_FABRIC));
 	add(&v, "--port");
 	add(&v, "%s", b->addr[BT_FABRIC]);
 	add(&v, "--mode");

@@ -25,6 +25,10 @@
 #   fork      a forking server (accept, fork, the child serves): each
 #             connection leaves the fabric before the fork (fork-shared at
 #             the server, peer-demoted at the client), bytes exact
+#   stat      stat_hold (tests/progs) holds two connections open across the
+#             hosts with known traffic: `shunt stat --rundir` of each host
+#             (text and --json, parsed by python3) shows them on fabric,
+#             open, with exactly the bytes and calls each program moved
 source "$(dirname "$0")/lib_fabric.sh"
 
 BYTES=${E2E_FAB_BYTES:-4000000}
@@ -258,6 +262,131 @@ t_fork() {
 	note "accept then fork: $CONNS connections moved to TCP before the fork, byte-exact"
 }
 
+# stat_check JSON PID COUNTS ROLE PORTS: the --json of one host has PID with
+# one open fabric connection per port, counts as the program printed them
+# (see e2e_stat.sh), and matching totals.
+stat_check() {
+	python3 - "$@" <<'EOF'
+import json, sys
+doc, pid, counts, role, ports = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def fail(m):
+    print("FAIL: fab_e2e: stat: " + m)
+    sys.exit(1)
+cnt = {}
+for line in open(counts):
+    f = line.split()
+    cnt[int(f[1])] = {k: int(v) for k, v in (x.split("=") for x in f[2:])}
+procs = {p["pid"]: p for p in json.load(open(doc))["processes"]}
+if pid not in procs:
+    fail("pid %d not in %s: %s" % (pid, doc, sorted(procs)))
+p = procs[pid]
+side = "local" if role == "server" else "peer"
+for i, port in enumerate(ports.split(",")):
+    xs = [x for x in p["connections"] if x[side].endswith(":" + port)]
+    if len(xs) != 1:
+        fail("pid %d: %d connections with %s port %s" % (pid, len(xs), side, port))
+    x, c = xs[0], cnt[i]
+    got = (x["transport"], x["reason"], x["role"], x["state"], x["bytes_in"], x["bytes_out"],
+           x["msgs_in"], x["msgs_out"])
+    exp = ("fabric", None, role, "open", c["in"], c["out"], c["incalls"], c["outcalls"])
+    if got != exp:
+        fail("pid %d conn %d: (transport, reason, role, state, bytes_in, bytes_out, msgs_in, "
+             "msgs_out) = %s, expected %s" % (pid, i, got, exp))
+t = p["totals"]
+n = len(cnt)
+if t["connections"] != {"shm": 0, "fabric": n, "kernel": 0} or t["open"] != n or t["fallbacks"]:
+    fail("pid %d totals %s" % (pid, t))
+if (t["bytes_in"], t["bytes_out"]) != (sum(c["in"] for c in cnt.values()),
+                                       sum(c["out"] for c in cnt.values())):
+    fail("pid %d total bytes in/out %s" % (pid, (t["bytes_in"], t["bytes_out"])))
+EOF
+}
+
+# text_of FILE PID LOCAL_PORT: transport state bytes_in bytes_out reason of
+# that connection in shunt stat's text.
+text_of() {
+	awk -v pid="$2" -v lp=":$3" '$1 == pid && substr($3, length($3) - length(lp) + 1) == lp {print $5, $6, $7, $8, $11}' "$1"
+}
+
+t_stat() {
+	need python3
+	fab_hosts
+	fab_phase stat shunt
+	agent_on A
+	agent_on B
+	ln -sf "$PROGS/stat_hold" "$PDIR/statsrv"
+	ln -sf "$PROGS/stat_hold" "$PDIR/statcli"
+	local f
+	for f in sin sout cin cout; do
+		mkfifo -m 600 "$PDIR/$f"
+	done
+	# Held read-write here so no open blocks (as in e2e_stat.sh).
+	exec 3<>"$PDIR/sin" 4<>"$PDIR/sout" 5<>"$PDIR/cin" 6<>"$PDIR/cout"
+	RUNDIR=$RUN_B
+	_prefix shunt "$E2E_BG_LIFETIME"
+	ip netns exec "$NSB" "${PFX[@]}" "$PDIR/statsrv" server --host "$ADDR_B" \
+		--port-file "$PDIR/ports" --ports 2 \
+		<"$PDIR/sin" >"$PDIR/sout" 2>"$PDIR/server.err" 3>&- 4>&- 5>&- 6>&- &
+	local sbg=$!
+	BG_PIDS+=("$sbg")
+	wait_file "$PDIR/ports" "$sbg"
+	local ports pa pb
+	ports=$(cat "$PDIR/ports")
+	pa=${ports%,*}
+	pb=${ports#*,}
+	RUNDIR=$RUN_A
+	_prefix shunt "$E2E_BG_LIFETIME"
+	ip netns exec "$NSA" "${PFX[@]}" "$PDIR/statcli" client --host "$ADDR_B" --port "$ports" \
+		<"$PDIR/cin" >"$PDIR/cout" 2>"$PDIR/client.err" 3>&- 4>&- 5>&- 6>&- &
+	local cbg=$!
+	BG_PIDS+=("$cbg")
+	local fd who line
+	for fd in 4:server 6:client; do
+		who=${fd#*:}
+		: >"$PDIR/$who.counts"
+		line=
+		while read -r -t 30 -u "${fd%%:*}" line && [[ $line != ready ]]; do
+			echo "$line" >>"$PDIR/$who.counts"
+		done
+		[[ $line == ready ]] || die "no 'ready' from the $who: $(cat "$PDIR/$who.counts" "$PDIR/$who.err")"
+	done
+	local spid cpid
+	spid=$(bg_prog_pid "$sbg")
+	cpid=$(bg_prog_pid "$cbg")
+	[[ -n "$spid" && -n "$cpid" ]] || die "no pids for the programs"
+	# Each host's rundir shows its own process's end only.
+	"$SHUNT" stat --rundir "$RUN_B" --json >"$PDIR/b.json" || die "shunt stat --rundir B --json failed"
+	"$SHUNT" stat --rundir "$RUN_A" --json >"$PDIR/a.json" || die "shunt stat --rundir A --json failed"
+	stat_check "$PDIR/b.json" "$spid" "$PDIR/server.counts" server "$pa,$pb" || die "stat --json of host B"
+	stat_check "$PDIR/a.json" "$cpid" "$PDIR/client.counts" client "$pa,$pb" || die "stat --json of host A"
+	python3 -c 'import json,sys; sys.exit(int(sys.argv[2]) in [p["pid"] for p in json.load(open(sys.argv[1]))["processes"]])' \
+		"$PDIR/a.json" "$spid" || die "host A's rundir lists the server of host B"
+	# Text: the same numbers in the columns.
+	"$SHUNT" stat --rundir "$RUN_B" >"$PDIR/b.txt" || die "shunt stat --rundir B failed"
+	"$SHUNT" stat --rundir "$RUN_A" >"$PDIR/a.txt" || die "shunt stat --rundir A failed"
+	local i port in out lport
+	for i in 0 1; do
+		port=$pa
+		[[ $i == 1 ]] && port=$pb
+		read -r in out < <(sed -n "s/^conn $i out=\([0-9]*\) outcalls=[0-9]* in=\([0-9]*\) .*/\2 \1/p" "$PDIR/server.counts")
+		assert_eq "$(text_of "$PDIR/b.txt" "$spid" "$port")" "fabric open $in $out -"
+		lport=$(python3 -c 'import json,sys; print([c["local"].rsplit(":",1)[1] for p in json.load(open(sys.argv[1]))["processes"] if p["pid"]==int(sys.argv[2]) for c in p["connections"] if c["peer"].endswith(":"+sys.argv[3])][0])' "$PDIR/a.json" "$cpid" "$port")
+		assert_eq "$(text_of "$PDIR/a.txt" "$cpid" "$lport")" "fabric open $out $in -"
+	done
+	grep -qE "^  total $cpid statcli: connections shm=0 fabric=2 kernel=0 \(open 2\) " "$PDIR/a.txt" ||
+		die "client totals line wrong: $(grep "total $cpid" "$PDIR/a.txt")"
+	# Both end cleanly: EOF on stdin makes them close and exit 0.
+	exec 5>&-
+	wait_exit "$cbg" 20 || die "statcli failed: $(cat "$PDIR/client.err")"
+	exec 3>&-
+	wait_exit "$sbg" 20 || die "statsrv failed: $(cat "$PDIR/server.err")"
+	exec 4>&- 6>&-
+	check_logs
+	assert_fab_conns statcli client 2
+	assert_fab_conns statsrv server 2
+	note "shunt stat --rundir of each host: 2 fabric connections, open, exact bytes and calls each way (text and --json)"
+}
+
 subtest torture t_torture
 subtest fail t_fail
 subtest onehost t_onehost
@@ -266,4 +395,5 @@ subtest killpeer t_killpeer
 subtest samehost t_samehost
 subtest fork t_fork
 subtest decline t_decline
+subtest stat t_stat
 finish_subtests

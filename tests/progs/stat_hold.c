@@ -1,12 +1,12 @@
 /* stat_hold: connections with known traffic, kept open, for `shunt stat`.
  *
- *   stat_hold server --port-file F --ports N
- *   stat_hold client --port P[,P...] [--no-close] [--fork-exit] [--fork-exec PROG]
- *                    [--fork-send I:N]
+ *   stat_hold server --port-file F --ports N [--host ADDR]
+ *   stat_hold client --port P[,P...] [--host ADDR] [--no-close] [--fork-exit]
+ *                    [--fork-exec PROG] [--fork-send I:N]
  *   stat_hold noop      (exits 0: a program to exec that loads the library)
  *
- * The server listens on N ports of 127.0.0.1 (written to F, comma
- * separated, once all listen) and accepts one connection on each, in order.
+ * The server listens on N ports of ADDR (default 127.0.0.1; written to F,
+ * comma separated, once all listen) and accepts one connection on each, in order.
  * On connection i the client sends 1000*(i+1)*7 + 13 bytes (in writes of at
  * most 4096), the server reads exactly that many, then sends back
  * 1000*(i+1)*3 + 5 bytes the same way: both sides know every count.
@@ -47,6 +47,7 @@ struct counts {
 };
 
 static struct counts cnt[MAXC];
+static struct in_addr host; /* --host; 127.0.0.1 unless given */
 
 static size_t c2s(int i) { return 1000u * (unsigned)(i + 1) * 7 + 13; }
 static size_t s2c(int i) { return 1000u * (unsigned)(i + 1) * 3 + 5; }
@@ -96,7 +97,7 @@ static int server(const char *port_file, int n)
 	int lfd[MAXC], cfd[MAXC];
 	char ports[MAXC * 8] = "";
 	for (int i = 0; i < n; i++) {
-		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = host};
 		socklen_t l = sizeof a;
 		lfd[i] = socket(AF_INET, SOCK_STREAM, 0);
 		if (lfd[i] < 0 || bind(lfd[i], (struct sockaddr *)&a, sizeof a) < 0 ||
@@ -199,7 +200,7 @@ static int client(char *portlist, int no_close, int fork_exit, const char *fork_
 	int fd[MAXC] = {0}, n = 0;
 	for (char *tok = strtok(portlist, ","); tok && n < MAXC; tok = strtok(NULL, ",")) {
 		struct sockaddr_in a = {.sin_family = AF_INET,
-					.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					.sin_addr = host,
 					.sin_port = htons((uint16_t)atoi(tok))};
 		fd[n] = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd[n] < 0 || connect(fd[n], (struct sockaddr *)&a, sizeof a) < 0)
@@ -240,6 +241,10 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "noop"))
 		return 0; /* the program a forked child execs */
 	watchdog(120);
+	host.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 2; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--host") && inet_pton(AF_INET, argv[i + 1], &host) != 1)
+			fail("bad --host %s", argv[i + 1]);
 	if (argc >= 2 && !strcmp(argv[1], "server")) {
 		const char *pf = NULL;
 		int n = 1;
@@ -248,6 +253,8 @@ int main(int argc, char **argv)
 				pf = argv[i + 1];
 			else if (!strcmp(argv[i], "--ports"))
 				n = atoi(argv[i + 1]);
+			else if (!strcmp(argv[i], "--host"))
+				; /* read above */
 			else
 				fail("unknown option %s", argv[i]);
 		}
@@ -263,6 +270,8 @@ int main(int argc, char **argv)
 		for (int i = 2; i < argc; i++) {
 			if (!strcmp(argv[i], "--port") && i + 1 < argc)
 				ports = argv[++i];
+			else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+				i++; /* read above */
 			else if (!strcmp(argv[i], "--no-close"))
 				no_close = 1;
 			else if (!strcmp(argv[i], "--fork-exit"))
