@@ -495,96 +495,6 @@ static int finish_if_drained(struct fab_conn *c)
 	return 1;
 }
 
-/* ---- waiting -------------------------------------------------------------- */
-
-static int restartable(void)
-{
-	for (int s = 1; s < NSIG; s++) {
-		struct sigaction sa;
-		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
-		    !(sa.sa_flags & SA_RESTART))
-			return 0;
-	}
-	return 1;
-}
-
-static uint64_t deadline_of(struct fab_conn *c, int opt)
-{
-	struct timeval tv;
-	socklen_t l = sizeof tv;
-	if (REAL(getsockopt)(c->base.fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
-	    (tv.tv_sec == 0 && tv.tv_usec == 0))
-		return 0;
-	return fab_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
-}
-
-struct spin_arg {
-	struct fab_conn *c;
-	short ev;
-};
-
-static int spin_ready(void *p)
-{
-	struct spin_arg *a = p;
-	return fab_poll(&a->c->base, a->ev) != 0;
-}
-
-static int wait_for(struct fab_conn *c, short ev, int opt, uint64_t *deadline)
-{
-	struct spin_arg a = {c, ev};
-	shunt_spin_accel(spin_ready, &a);
-	if (spin_ready(&a)) {
-		SHUNT_STAT_ADD(&c->base, spin_hits, 1);
-		return 0;
-	}
-	SHUNT_STAT_ADD(&c->base, sleeps, 1);
-	if (!*deadline) {
-		*deadline = deadline_of(c, opt);
-		if (!*deadline)
-			*deadline = UINT64_MAX;
-	}
-	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
-	for (;;) {
-		struct pollfd p[3];
-		int timeout = -1;
-		if (dl) {
-			uint64_t now = fab_now_ms();
-			if (now >= dl) {
-				errno = EAGAIN;
-				return -1;
-			}
-			timeout = (int)(dl - now);
-		}
-		int n = fab_arm(&c->base, ev, p, &timeout);
-		if (fab_poll(&c->base, ev)) {
-			fab_disarm(&c->base, ev, p, 0);
-			return 0;
-		}
-		int r = REAL(poll)(p, (nfds_t)n, timeout);
-		int err = errno;
-		fab_disarm(&c->base, ev, p, r > 0 ? n : 0);
-		if (r > 0)
-			return 0;
-		if (r < 0 && err == EINTR) {
-			if (restartable())
-				continue;
-			errno = EINTR;
-			return -1;
-		}
-		if (r < 0) {
-			errno = err;
-			return -1;
-		}
-		if (dl && fab_now_ms() >= dl) {
-			errno = EAGAIN;
-			return -1;
-		}
-		return 0;
-	}
-}
-
 /* ---- read and write ------------------------------------------------------- */
 
 static size_t iov_total(const struct iovec *v, size_t n)
@@ -733,7 +643,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (wait_for(c, POLLIN, SO_RCVTIMEO, &deadline) < 0)
+		if (shunt_conn_wait(&c->base, POLLIN, SO_RCVTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }
@@ -801,7 +711,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (wait_for(c, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
+		if (shunt_conn_wait(&c->base, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }

@@ -393,3 +393,107 @@ SHUNT_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 		return REAL(pselect)(n, r, w, e, t, s);
 	return select_emulated(n, r, w, e, deadline_from_ts(t), s);
 }
+
+/* ---- a blocking call on one accelerated connection ---------------------- */
+
+/* A signal interrupted a wait.  A socket call is restarted after a handler
+ * with SA_RESTART and fails with EINTR otherwise; which signal came is not
+ * known here, so restart only if every caught signal has SA_RESTART. */
+static int restartable(void)
+{
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction sa;
+		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+static uint64_t now_ms(void)
+{
+	return shunt_now_ns() / 1000000;
+}
+
+/* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
+static uint64_t deadline_of(struct shunt_conn *c, int opt)
+{
+	struct timeval tv;
+	socklen_t l = sizeof tv;
+	if (REAL(getsockopt)(c->fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
+}
+
+struct conn_spin {
+	struct shunt_conn *c;
+	short ev;
+};
+
+static int conn_ready(void *p)
+{
+	struct conn_spin *a = p;
+	return a->c->ops->poll(a->c, a->ev) != 0;
+}
+
+int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
+{
+	const struct shunt_transport_ops *ops = c->ops;
+	struct conn_spin a = {c, ev};
+	shunt_spin_accel(conn_ready, &a);
+	if (conn_ready(&a)) {
+		SHUNT_STAT_ADD(c, spin_hits, 1);
+		return 0;
+	}
+	SHUNT_STAT_ADD(c, sleeps, 1);
+	/* The socket's timeout, asked only now: a system call the spinning
+	 * path must not pay.  (UINT64_MAX: asked, none set.) */
+	if (!*deadline) {
+		*deadline = deadline_of(c, opt);
+		if (!*deadline)
+			*deadline = UINT64_MAX;
+	}
+	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
+	for (;;) {
+		struct pollfd p[SHUNT_ARM_MAX];
+		int timeout = -1;
+		if (dl) {
+			uint64_t now = now_ms();
+			if (now >= dl) {
+				errno = EAGAIN;
+				return -1;
+			}
+			timeout = (int)(dl - now);
+		}
+		int n = ops->arm(c, ev, p, &timeout);
+		if (ops->poll(c, ev)) {
+			ops->disarm(c, ev, p, 0);
+			return 0;
+		}
+		int r = REAL(poll)(p, (nfds_t)n, timeout);
+		int err = errno;
+		ops->disarm(c, ev, p, r > 0 ? n : 0);
+		if (r > 0)
+			return 0;
+		if (r < 0 && err == EINTR) {
+			if (restartable())
+				continue;
+			errno = EINTR;
+			return -1;
+		}
+		if (r < 0) {
+			errno = err;
+			return -1;
+		}
+		/* r == 0: the transport's own slice or the caller's deadline
+		 * ran out. */
+		if (dl && now_ms() >= dl) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return 0;
+	}
+}

@@ -41,4 +41,12 @@ int shunt_epoll_emulated(int fd);
  * something is ready now. */
 int shunt_epoll_prime(int fd, struct shunt_armlist *al, int *timeout_ms);
 
+/* A blocking call on accelerated connection c waits here until the
+ * transport's poll() may say ev: spin (spin_us), then sleep on the fds its
+ * arm() gives.  opt is SO_RCVTIMEO or SO_SNDTIMEO, asked only before the
+ * first sleep (*deadline: 0 = not asked yet).  0 = look again; -1 with
+ * errno EAGAIN (the timeout passed) or EINTR (a handler without
+ * SA_RESTART ran). */
+int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline);
+
 #endif

@@ -108,102 +108,6 @@ static int moved_on(struct shm_conn *c)
 	return 0;
 }
 
-/* A signal interrupted a wait.  A socket call is restarted after a handler
- * with SA_RESTART and fails with EINTR otherwise; which signal came is not
- * known here, so restart only if every caught signal has SA_RESTART. */
-static int restartable(void)
-{
-	for (int s = 1; s < NSIG; s++) {
-		struct sigaction sa;
-		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
-		    !(sa.sa_flags & SA_RESTART))
-			return 0;
-	}
-	return 1;
-}
-
-/* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
-static uint64_t deadline_of(struct shm_conn *c, int opt)
-{
-	struct timeval tv;
-	socklen_t l = sizeof tv;
-	if (REAL(getsockopt)(c->base.fd, SOL_SOCKET, opt, &tv, &l) < 0 ||
-	    (tv.tv_sec == 0 && tv.tv_usec == 0))
-		return 0;
-	return shm_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
-}
-
-struct spin_arg {
-	struct shm_conn *c;
-	short ev;
-};
-
-static int spin_ready(void *p)
-{
-	struct spin_arg *a = p;
-	return shm_poll(&a->c->base, a->ev) != 0;
-}
-
-/* Block until ev may be ready on c: spin, then sleep.  0 = look again;
- * -1 with errno EAGAIN (timeout) or EINTR. */
-static int wait_for(struct shm_conn *c, short ev, int opt, uint64_t *deadline)
-{
-	struct spin_arg a = {c, ev};
-	shunt_spin_accel(spin_ready, &a);
-	if (spin_ready(&a)) {
-		SHUNT_STAT_ADD(&c->base, spin_hits, 1);
-		return 0;
-	}
-	SHUNT_STAT_ADD(&c->base, sleeps, 1);
-	/* The socket's timeout, asked only now: a system call the spinning
-	 * path must not pay.  (UINT64_MAX: asked, none set.) */
-	if (!*deadline) {
-		*deadline = deadline_of(c, opt);
-		if (!*deadline)
-			*deadline = UINT64_MAX;
-	}
-	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
-	for (;;) {
-		struct pollfd p[3];
-		int timeout = -1;
-		if (dl) {
-			uint64_t now = shm_now_ms();
-			if (now >= dl) {
-				errno = EAGAIN;
-				return -1;
-			}
-			timeout = (int)(dl - now);
-		}
-		int n = shm_arm(&c->base, ev, p, &timeout);
-		if (shm_poll(&c->base, ev)) {
-			shm_disarm(&c->base, ev, p, 0);
-			return 0;
-		}
-		int r = REAL(poll)(p, (nfds_t)n, timeout);
-		int err = errno;
-		shm_disarm(&c->base, ev, p, r > 0 ? n : 0);
-		if (r > 0)
-			return 0;
-		if (r < 0 && err == EINTR) {
-			if (restartable())
-				continue;
-			errno = EINTR;
-			return -1;
-		}
-		if (r < 0) {
-			errno = err;
-			return -1;
-		}
-		/* r == 0: our own slice or the caller's dl ran out. */
-		if (dl && shm_now_ms() >= dl) {
-			errno = EAGAIN;
-			return -1;
-		}
-		return 0;
-	}
-}
 
 /* This end reads and writes the socket from now on: hand the fd numbers to
  * the kernel path once nothing is left in the rx ring for us. */
@@ -315,7 +219,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (wait_for(c, POLLIN, SO_RCVTIMEO, &deadline) < 0)
+		if (shunt_conn_wait(&c->base, POLLIN, SO_RCVTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }
@@ -408,7 +312,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (wait_for(c, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
+		if (shunt_conn_wait(&c->base, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
 			return done ? (ssize_t)done : -1;
 	}
 }
