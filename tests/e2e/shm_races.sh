@@ -343,7 +343,7 @@ t_portchurn() {
 		note "SKIP portchurn: needs root for a private network namespace"
 		return 0
 	fi
-	local fill=5000 n=1800 tw
+	local fill=5000 n tw
 	new_netns
 	ip netns exec "$NETNS" sysctl -qw net.ipv4.ip_local_port_range="40000 44999" ||
 		die "cannot set the port range in $NETNS"
@@ -357,9 +357,11 @@ t_portchurn() {
 	wait_exit "$spid" 30 || die "conn_churn server failed (fill)"
 	tw=$(ip netns exec "$NETNS" ss -Htan state time-wait | wc -l)
 	note "$tw client ports of 5000 in TIME_WAIT"
-	# (connect() itself reuses ports whose TIME_WAIT is older than 1 s)
-	[[ $tw -ge $((5000 - n + 100)) ]] ||
-		die "the scenario needs >= $((5000 - n + 100)) of 5000 ports in TIME_WAIT (fewer free than the $n connections), found $tw"
+	# (connect() itself reuses ports whose TIME_WAIT is older than 1 s, so
+	# a slow fill leaves fewer: the connections to make are counted from
+	# what is left, 300 more than the free ports.)
+	[[ $tw -ge 2000 ]] || die "the scenario needs >= 2000 of 5000 ports in TIME_WAIT, found $tw"
+	n=$((5000 - tw + 300))
 	for MODE in shunt plain; do
 		shm_phase "portchurn-$MODE" "$MODE"
 		local t0=$SECONDS
