@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,4 +87,18 @@ void print_cdf(uint32_t size, const uint32_t *v, size_t n)
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 		printf(",%g:%.3f", tail[i], pct_us(v, n, tail[i]));
 	printf("\n");
+}
+
+void print_pingpong(uint32_t size, uint32_t *rtt, uint64_t n, int cdf)
+{
+	double sum = 0;
+	for (uint64_t i = 0; i < n; i++)
+		sum += rtt[i];
+	qsort(rtt, n, sizeof(*rtt), cmp_u32);
+	printf("pingpong size=%u iters=%" PRIu64 " p50_us=%.3f p90_us=%.3f"
+	       " p99_us=%.3f p999_us=%.3f max_us=%.3f mean_us=%.3f\n",
+	       size, n, pct_us(rtt, n, 0.50), pct_us(rtt, n, 0.90), pct_us(rtt, n, 0.99),
+	       pct_us(rtt, n, 0.999), rtt[n - 1] / 1000.0, sum / (double)n / 1000.0);
+	if (cdf)
+		print_cdf(size, rtt, n);
 }

@@ -28,5 +28,8 @@ double median_d(double *v, size_t n);
  * Q a cumulative fraction, US its nearest-rank latency; fixed fractions,
  * denser in the tail, the last one the maximum (Q=1). */
 void print_cdf(uint32_t size, const uint32_t *v, size_t n);
+/* The "pingpong size=... p50_us=..." line both benches print for n round
+ * trips of rtt[] nanoseconds (sorted in place), and the CDF line with cdf. */
+void print_pingpong(uint32_t size, uint32_t *rtt, uint64_t n, int cdf);
 
 #endif

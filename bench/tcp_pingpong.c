@@ -531,19 +531,8 @@ static int client_pingpong(int fd, uint32_t size, uint64_t iters,
 		while (recv(fd, &c, 1, 0) < 0 && errno == EINTR)
 			;
 	}
-	if (rc == 0 && n > 0) {
-		double sum = 0;
-		for (uint64_t i = 0; i < n; i++)
-			sum += rtt[i];
-		qsort(rtt, n, sizeof(*rtt), cmp_u32);
-		printf("pingpong size=%u iters=%" PRIu64 " p50_us=%.3f p90_us=%.3f"
-		       " p99_us=%.3f p999_us=%.3f max_us=%.3f mean_us=%.3f\n",
-		       size, n, pct_us(rtt, n, 0.50), pct_us(rtt, n, 0.90),
-		       pct_us(rtt, n, 0.99), pct_us(rtt, n, 0.999),
-		       rtt[n - 1] / 1000.0, sum / (double)n / 1000.0);
-		if (cdf)
-			print_cdf(size, rtt, n);
-	}
+	if (rc == 0 && n > 0)
+		print_pingpong(size, rtt, n, cdf);
 	free(out);
 	free(in);
 	free(rtt);

@@ -648,14 +648,6 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	}
 }
 
-static ssize_t broken_pipe(int flags)
-{
-	if (!(flags & MSG_NOSIGNAL))
-		raise(SIGPIPE);
-	errno = EPIPE;
-	return -1;
-}
-
 ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 {
 	struct fab_conn *c = (struct fab_conn *)b;
@@ -666,7 +658,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
 	uint64_t deadline = 0;
 	if (c->shut_wr)
-		return broken_pipe(flags);
+		return shunt_broken_pipe(flags);
 	if (total == 0)
 		return 0;
 	for (;;) {
@@ -686,7 +678,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		}
 		if (c->peer_closed) {
 			fab_unlock(c);
-			return done ? (ssize_t)done : broken_pipe(flags);
+			return done ? (ssize_t)done : shunt_broken_pipe(flags);
 		}
 		uint64_t space = c->ring - (c->tx_head - c->tx_acked);
 		size_t n = total - done < space ? total - done : (size_t)space;

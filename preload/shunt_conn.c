@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 
 #include "shunt_log.h"
 #include "shunt_real.h"
@@ -406,4 +407,12 @@ void shunt_conn_before_exec(void)
 {
 	if (shunt_any_accel())
 		shunt_fd_foreach(SHUNT_FD_ACCEL, exec_demote, NULL);
+}
+
+ssize_t shunt_broken_pipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = EPIPE;
+	return -1;
 }

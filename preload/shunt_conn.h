@@ -134,6 +134,10 @@ static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
 	return c;
 }
 
+/* A write on a connection this end can no longer write to: SIGPIPE unless
+ * MSG_NOSIGNAL, then -1/EPIPE, as the kernel does. */
+ssize_t shunt_broken_pipe(int flags);
+
 /* Drop a reference; the last one frees the transport's resources. */
 void shunt_conn_put(struct shunt_conn *c);
 

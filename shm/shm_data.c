@@ -224,14 +224,6 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	}
 }
 
-static ssize_t broken_pipe(int flags)
-{
-	if (!(flags & MSG_NOSIGNAL))
-		raise(SIGPIPE);
-	errno = EPIPE;
-	return -1;
-}
-
 /* Has the peer gone for good?  Its close is only a hint (the socket may
  * live in another process); the TCP FIN of the last close is the proof. */
 static int peer_gone(struct shm_conn *c)
@@ -265,7 +257,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[MAX_IOV];
 	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
-		return broken_pipe(flags);
+		return shunt_broken_pipe(flags);
 	if (total == 0)
 		return 0;
 	for (;;) {
@@ -283,7 +275,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (moved_on(c))
 			continue;
 		if (peer_gone(c))
-			return done ? (ssize_t)done : broken_pipe(flags);
+			return done ? (ssize_t)done : shunt_broken_pipe(flags);
 		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		shm_lock(&c->tx.ctl->wlock);
 		/* Under the lock: a demotion switches under it too, so no byte

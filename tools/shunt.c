@@ -10,6 +10,7 @@
  *
  * Subcommands are dispatched through a table; each lives in its own file
  * (shunt_run.c, shunt_cmd_config.c, ...), so new ones are a file plus a row. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,17 @@ static const struct shunt_subcmd subcmds[] = {
 };
 
 #define NSUBCMDS (sizeof(subcmds) / sizeof(subcmds[0]))
+
+int shunt_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "shunt %s: ", cmd);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(see 'shunt %s --help')\n", cmd);
+	va_end(ap);
+	return SHUNT_EXIT_USAGE;
+}
 
 const char *shunt_tool_getenv(const char *name)
 {

@@ -22,7 +22,6 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,17 +90,7 @@ static void usage(FILE *f)
 		"  -v, --verbose       show every client output\n");
 }
 
-__attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "shunt ab: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(see 'shunt ab --help')\n");
-	va_end(ap);
-	return SHUNT_EXIT_USAGE;
-}
+#define usage_error(...) shunt_usage_error("ab", __VA_ARGS__)
 
 static double mono_s(void)
 {

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +56,7 @@ static void usage(FILE *f)
 		"  -v, --verbose       show each benchmark program's output\n");
 }
 
-__attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "shunt bench: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(see 'shunt bench --help')\n");
-	va_end(ap);
-	return SHUNT_EXIT_USAGE;
-}
+#define usage_error(...) shunt_usage_error("bench", __VA_ARGS__)
 
 static int parse_num(const char *s, double lo, double hi, double *out)
 {

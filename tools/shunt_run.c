@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,17 +48,7 @@ static void run_usage(FILE *f)
 		"libshunt.so is taken from $SHUNT_LIBRARY when set.\n");
 }
 
-__attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "shunt run: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(see 'shunt run --help')\n");
-	va_end(ap);
-	return SHUNT_EXIT_USAGE;
-}
+#define usage_error(...) shunt_usage_error("run", __VA_ARGS__)
 
 /* Check a value the way the library will read it (same accepted spellings,
  * same message). */

@@ -14,7 +14,6 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,16 +63,7 @@ static void stat_usage(FILE *f)
 		"connections, spin%% (waits that ended while spinning) and sleeps.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "shunt stat: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(see 'shunt stat --help')\n");
-	va_end(ap);
-	return SHUNT_EXIT_USAGE;
-}
+#define usage_error(...) shunt_usage_error("stat", __VA_ARGS__)
 
 static const struct prev *find_prev(const struct sample *s, long pid,
 				    const struct shunt_conn_snap *c)

@@ -21,6 +21,11 @@ int shunt_cmd_bench(int argc, char **argv);    /* shunt_bench.c */
 int shunt_cmd_ab(int argc, char **argv);       /* shunt_ab.c */
 int shunt_cmd_stat(int argc, char **argv);     /* shunt_stat.c */
 
+/* "shunt CMD: <message>" and a pointer to --help on stderr; returns
+ * SHUNT_EXIT_USAGE.  Each subcommand defines usage_error(...) with its name. */
+__attribute__((format(printf, 2, 3)))
+int shunt_usage_error(const char *cmd, const char *fmt, ...);
+
 /* getenv with the signature shunt_config_load() expects. */
 const char *shunt_tool_getenv(const char *name);
 
