@@ -876,7 +876,10 @@ static int new_fd(int fd)
 {
 	if (fd >= 0) {
 		int saved = errno;
-		shunt_fd_reset(fd);
+		if (unlikely(shunt_guard))
+			fd = shunt_fd_borrow(fd); /* libfabric's (shunt_ownfd.h) */
+		else
+			shunt_fd_reset(fd);
 		shunt_epoll_forget(fd);
 		/* Marked, so that adding it to another set or polling it is
 		 * seen (nested epoll). */

@@ -26,11 +26,23 @@ static inline int is_own(int fd)
 	return e && shunt_fd_kind(e) == SHUNT_FD_INTERNAL;
 }
 
+/* A borrowed fd (libfabric's, see shunt_ownfd.h) closed by its maker. */
+static int close_borrowed(int fd)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (!shunt_guard || !(e->flags & SHUNT_FDF_BORROWED))
+		return 0;
+	shunt_epoll_forget(fd);
+	shunt_fd_reset(fd);
+	return REAL(close)(fd);
+}
+
 SHUNT_EXPORT int close(int fd)
 {
-	/* One of shunt's own (the application closing "every fd"): kept. */
+	/* One of shunt's own (the application closing "every fd"): kept.
+	 * libfabric's are closed when libfabric closes them. */
 	if (unlikely(is_own(fd)))
-		return 0;
+		return close_borrowed(fd);
 	/* Before the real close: once it returns, another thread may be given
 	 * the same number and must find a clean entry. */
 	forget(fd);
@@ -123,14 +135,15 @@ SHUNT_EXPORT int dup2(int fd, int nfd)
 {
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
-	shunt_fd_make_room(nfd);
+	if (shunt_fd_make_room(nfd) < 0)
+		return -1;
 	return dup_over(fd, nfd, REAL(dup2)(fd, nfd));
 }
 
 SHUNT_EXPORT int dup3(int fd, int nfd, int flags)
 {
-	if (fd != nfd)
-		shunt_fd_make_room(nfd);
+	if (fd != nfd && shunt_fd_make_room(nfd) < 0)
+		return -1;
 	return dup_over(fd, nfd, REAL(dup3)(fd, nfd, flags));
 }
 

@@ -48,6 +48,9 @@ struct shunt_fd {
 /* An epoll fd (epoll_create*): nested epoll needs to know one when it is
  * added to another set or polled (kind stays UNKNOWN). */
 #define SHUNT_FDF_EPOLL 0x02
+/* SHUNT_FD_INTERNAL, made by a dependency (libfabric) under the guard: it
+ * keeps the number, so it cannot be moved (see shunt_ownfd.h). */
+#define SHUNT_FDF_BORROWED 0x04
 
 extern struct shunt_fd *shunt_fdtab_top[SHUNT_FDTAB_TOP];
 

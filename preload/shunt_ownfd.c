@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "shunt_fdtab.h"
+#include "shunt_log.h"
 #include "shunt_real.h"
 
 /* Lowest number for shunt's own fds: half the soft limit, at least 100.
@@ -72,20 +73,88 @@ void shunt_fd_release(int fd)
 	REAL(close)(fd);
 }
 
-void shunt_fd_make_room(int nfd)
+/* Set once a borrowed fd exists: fork looks for them only then. */
+static int any_borrowed;
+
+int shunt_fd_borrow(int fd)
+{
+	if (fd < 0)
+		return fd;
+	int saved = errno;
+	/* Moved now, before the dependency has seen the number: later it
+	 * cannot move.  Up there it is out of the way of the numbers the
+	 * application reuses (closing 0..2 and opening /dev/null, dup2 to a
+	 * fixed low number), as shunt's own are. */
+	int f = floor_fd();
+	if (f >= 0 && fd < f) {
+		int nfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)(long)f);
+		if (nfd >= 0) {
+			shunt_fd_reset(fd);
+			REAL(close)(fd);
+			fd = nfd;
+		}
+	}
+	if (f < 0 || fd < f) {
+		/* Not moved (low limit, or no room): still close-on-exec, as
+		 * an exec'd program has no use for libfabric's sockets. */
+		REAL(fcntl)(fd, F_SETFD, (void *)(long)FD_CLOEXEC);
+	}
+	shunt_fd_reset(fd);
+	struct shunt_fd *e = shunt_fd_get(fd);
+	if (e) {
+		e->owner = NULL;
+		e->flags = SHUNT_FDF_BORROWED;
+		__atomic_store_n(&e->kind, SHUNT_FD_INTERNAL, __ATOMIC_RELEASE);
+		if (!__atomic_load_n(&any_borrowed, __ATOMIC_RELAXED))
+			__atomic_store_n(&any_borrowed, 1, __ATOMIC_RELAXED);
+	}
+	errno = saved;
+	return fd;
+}
+
+static void unborrow(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)arg;
+	if (shunt_fd_kind(e) == SHUNT_FD_INTERNAL && (e->flags & SHUNT_FDF_BORROWED))
+		shunt_fd_reset(fd);
+}
+
+void shunt_fd_borrowed_after_fork(void)
+{
+	/* The child forgets its parent's libfabric objects without closing
+	 * them (closing would tear down the parent's): their fds are of no
+	 * use to it, and a child that closes every fd must be able to. */
+	if (__atomic_load_n(&any_borrowed, __ATOMIC_RELAXED))
+		shunt_fd_foreach(SHUNT_FD_INTERNAL, unborrow, NULL);
+}
+
+int shunt_fd_make_room(int nfd)
 {
 	struct shunt_fd *e = shunt_fd_peek(nfd);
 	if (!e || shunt_fd_kind(e) != SHUNT_FD_INTERNAL)
-		return;
+		return 0;
+	if (e->flags & SHUNT_FDF_BORROWED) {
+		if (shunt_guard) {
+			/* The dependency replacing its own fd: its business. */
+			shunt_fd_reset(nfd);
+			return 0;
+		}
+		/* libfabric keeps this number: the application's file put
+		 * there would receive libfabric's traffic and lose its own. */
+		SHUNT_INFO("dup2 onto fd %d refused (EBUSY): libfabric uses it", nfd);
+		errno = EBUSY;
+		return -1;
+	}
 	int f = floor_fd();
 	int moved = REAL(fcntl)(nfd, F_DUPFD_CLOEXEC, (void *)(long)(f > nfd ? f : nfd + 1));
 	int *owner = e->owner;
 	shunt_fd_reset(nfd);
 	if (moved < 0)
-		return; /* out of fds: ours is lost to the application's dup2 */
+		return 0; /* out of fds: ours is lost to the application's dup2 */
 	mark(moved, owner);
 	if (owner)
 		__atomic_store_n(owner, moved, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int shunt_fd_close_range(unsigned lo, unsigned hi, int flags)

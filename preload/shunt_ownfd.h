@@ -5,7 +5,17 @@
  * from it.  close() of one of them by the application (closing "every fd")
  * is a no-op; dup2()/dup3() onto one first moves ours elsewhere and updates
  * *owner; close_range()/closefrom() skip them.  All are O_CLOEXEC, so an exec
- * closes them for real. */
+ * closes them for real.
+ *
+ * The fds a dependency creates while shunt's guard is held (libfabric's
+ * sockets, socketpairs, epoll fds, its accepted sockets) are "borrowed":
+ * moved up and protected the same way as they are made, but the dependency
+ * keeps their numbers, so they cannot move later.  Its own close() (under
+ * the guard) closes them for real; the application's close() is a no-op and
+ * close_range()/closefrom() skip them; the application's dup2()/dup3() onto
+ * one fails with EBUSY (replacing the file under libfabric would hand it the
+ * application's file).  A forked child does not use its parent's libfabric
+ * objects: there they are the application's again. */
 #ifndef SHUNT_OWNFD_H
 #define SHUNT_OWNFD_H
 
@@ -16,8 +26,17 @@ int shunt_fd_own(int fd, int *owner);
 /* Close one of shunt's own fds. */
 void shunt_fd_release(int fd);
 
-/* The application is about to dup2/dup3 onto nfd: if it is ours, move it. */
-void shunt_fd_make_room(int nfd);
+/* The application is about to dup2/dup3 onto nfd: if it is ours, move it.
+ * -1 (errno EBUSY) if it is borrowed and cannot move. */
+int shunt_fd_make_room(int nfd);
+
+/* A new fd made by a dependency under the guard (fd < 0 is returned as
+ * is): moves it up, makes it close-on-exec and marks it borrowed.  Returns
+ * the number to hand the dependency; errno is kept. */
+int shunt_fd_borrow(int fd);
+
+/* After fork, in the child: borrowed fds become ordinary ones. */
+void shunt_fd_borrowed_after_fork(void);
 
 /* close_range(lo, hi) without the numbers that are shunt's own. */
 int shunt_fd_close_range(unsigned lo, unsigned hi, int flags);

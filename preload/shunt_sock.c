@@ -5,6 +5,7 @@
 
 #include "shunt_conn.h"
 #include "shunt_log.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 
 static int is_tcp(int domain, int type, int proto)
@@ -19,14 +20,18 @@ SHUNT_EXPORT int socket(int domain, int type, int proto)
 	int fd = REAL(socket)(domain, type, proto);
 	if (fd < 0)
 		return fd;
+	/* libfabric's (made under the guard): protected from the
+	 * application, see shunt_ownfd.h. */
+	if (unlikely(shunt_guard))
+		return shunt_fd_borrow(fd);
 	int saved = errno;
 	shunt_fd_reset(fd);
 	if (domain == AF_INET || domain == AF_INET6) {
-		if (is_tcp(domain, type, proto) && shunt_active()) {
+		if (is_tcp(domain, type, proto)) { /* the guard is not held */
 			shunt_conn_new_tcp(fd, type & SOCK_NONBLOCK);
 		} else {
-			/* Internal sockets (libfabric's) and UDP are never
-			 * ours: mark them so later calls skip classifying. */
+			/* UDP and the like are never ours: mark them so later
+			 * calls skip classifying. */
 			struct shunt_fd *e = shunt_fd_get(fd);
 			if (e)
 				__atomic_store_n(&e->kind, SHUNT_FD_OTHER, __ATOMIC_RELEASE);
@@ -39,7 +44,10 @@ SHUNT_EXPORT int socket(int domain, int type, int proto)
 SHUNT_EXPORT int socketpair(int d, int t, int p, int sv[2])
 {
 	int rc = REAL(socketpair)(d, t, p, sv);
-	if (rc == 0) {
+	if (rc == 0 && unlikely(shunt_guard)) {
+		sv[0] = shunt_fd_borrow(sv[0]); /* libfabric's signal pair */
+		sv[1] = shunt_fd_borrow(sv[1]);
+	} else if (rc == 0) {
 		shunt_fd_reset(sv[0]);
 		shunt_fd_reset(sv[1]);
 	}
@@ -108,6 +116,8 @@ static int accept_common(int lfd, struct sockaddr *sa, socklen_t *len, int flags
 	struct shunt_fd *le = (sa && !len) ? NULL : tcp_entry(lfd, SHUNT_FD_LISTEN);
 	if (!le) {
 		int fd = four ? REAL(accept4)(lfd, sa, len, flags) : REAL(accept)(lfd, sa, len);
+		if (unlikely(shunt_guard))
+			return shunt_fd_borrow(fd); /* a passive endpoint's */
 		if (fd >= 0)
 			shunt_fd_reset(fd);
 		return fd;
