@@ -333,11 +333,45 @@ void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why)
 		return;
 	c->reason = (uint8_t)why;
 	__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
-	shunt_stats_demoted(c->stat, why);
+	/* A spill (shunt_spill.h) said so when it took over. */
+	int quiet = c->ops->id == SHUNT_TP_KERNEL;
+	if (!quiet)
+		shunt_stats_demoted(c->stat, why);
 	struct finish_arg a = {c, why};
 	shunt_fd_foreach(SHUNT_FD_ACCEL, finish_one, &a);
-	SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", c->fd, c->ops->name,
-		   shunt_reason_name(why));
+	if (!quiet)
+		SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", c->fd,
+			   c->ops->name, shunt_reason_name(why));
+}
+
+struct replace_arg {
+	struct shunt_conn *old, *nw;
+	unsigned n;
+};
+
+static void replace_one(int fd, struct shunt_fd *e, void *p)
+{
+	struct replace_arg *a = p;
+	(void)fd;
+	if (e->conn != a->old || shunt_fd_kind(e) != SHUNT_FD_ACCEL)
+		return;
+	__atomic_add_fetch(&a->nw->refs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&a->nw->fds, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->conn, a->nw, __ATOMIC_RELEASE);
+	a->n++;
+}
+
+void shunt_conn_replace(struct shunt_conn *old, struct shunt_conn *nw)
+{
+	nw->fd = old->fd;
+	nw->stat = old->stat;
+	old->stat = NULL;
+	__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+	struct replace_arg a = {old, nw, 0};
+	shunt_fd_foreach(SHUNT_FD_ACCEL, replace_one, &a);
+	/* As if those numbers had closed: the last one says goodbye. */
+	while (a.n--)
+		conn_unref(old);
 }
 
 void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
@@ -346,6 +380,11 @@ void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
 	struct shunt_conn *c = shunt_conn_get(e);
 	if (!c)
 		return;
+	if (!c->ops->demote) {
+		/* Nowhere to go (a spill): it stays until drained. */
+		shunt_conn_put(c);
+		return;
+	}
 	c->ops->demote(c, why);
 	shunt_conn_finish(c, why);
 	shunt_conn_put(c);

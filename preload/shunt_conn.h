@@ -161,6 +161,9 @@ void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why);
 /* The transport has handed c back to TCP: every fd number referring to it
  * becomes KERNEL.  c itself lives on until its last close.  Idempotent. */
 void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why);
+/* Hand every fd number that refers to old to nw (which takes old's
+ * counters), then let go of old as those numbers closing would. */
+void shunt_conn_replace(struct shunt_conn *old, struct shunt_conn *nw);
 /* Before fork: tell transports which connections become shared. */
 void shunt_conn_before_fork(void);
 /* In the child after fork. */

@@ -12,6 +12,7 @@
 
 #include "shunt_log.h"
 #include "shunt_real.h"
+#include "shunt_spill.h"
 
 __thread int shunt_guard __attribute__((tls_model("initial-exec")));
 unsigned shunt_naccel;
@@ -116,4 +117,7 @@ __attribute__((constructor)) static void shunt_ctor(void)
 	shunt_real_init();
 	shunt_self = getpid();
 	snapshot();
+	const char *spill = env_at_start("SHUNT_SPILL");
+	if (spill)
+		shunt_spill_inherit(spill);
 }

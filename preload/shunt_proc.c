@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "shunt_conn.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
+#include "shunt_spill.h"
 
 SHUNT_EXPORT pid_t fork(void)
 {
@@ -19,6 +21,7 @@ SHUNT_EXPORT pid_t fork(void)
 	if (pid == 0) {
 		__atomic_store_n(&shunt_self, getpid(), __ATOMIC_RELAXED);
 		shunt_conn_after_fork_child();
+		shunt_fd_borrowed_after_fork();
 	}
 	return pid;
 }
@@ -31,41 +34,51 @@ SHUNT_EXPORT pid_t vfork(void)
 	return fork();
 }
 
+/* Each exec demotes what the new program inherits; bytes with nowhere
+ * else to go (shunt_spill.h) travel in SHUNT_SPILL of the environment it
+ * gets.  The variants without an environment use environ's, passed
+ * explicitly so it can carry them. */
+#define EXEC_WITH_SPILLS(env, call)                                             \
+	do {                                                                    \
+		shunt_conn_before_exec();                                       \
+		char *const *orig_ = (env);                                     \
+		char *const *e_ = shunt_spill_exec_env(orig_);                  \
+		int rc_ = (call);                                               \
+		int err_ = errno;                                               \
+		shunt_spill_exec_done(e_, orig_);                             \
+		errno = err_;                                                   \
+		return rc_;                                                     \
+	} while (0)
+
 SHUNT_EXPORT int execve(const char *p, char *const a[], char *const e[])
 {
-	shunt_conn_before_exec();
-	return REAL(execve)(p, a, e);
+	EXEC_WITH_SPILLS(e, REAL(execve)(p, a, e_));
 }
 
 SHUNT_EXPORT int execv(const char *p, char *const a[])
 {
-	shunt_conn_before_exec();
-	return REAL(execv)(p, a);
+	EXEC_WITH_SPILLS(environ, REAL(execve)(p, a, e_));
 }
 
 SHUNT_EXPORT int execvp(const char *f, char *const a[])
 {
-	shunt_conn_before_exec();
-	return REAL(execvp)(f, a);
+	EXEC_WITH_SPILLS(environ, REAL(execvpe)(f, a, e_));
 }
 
 SHUNT_EXPORT int execvpe(const char *f, char *const a[], char *const e[])
 {
-	shunt_conn_before_exec();
-	return REAL(execvpe)(f, a, e);
+	EXEC_WITH_SPILLS(e, REAL(execvpe)(f, a, e_));
 }
 
 SHUNT_EXPORT int fexecve(int fd, char *const a[], char *const e[])
 {
-	shunt_conn_before_exec();
-	return REAL(fexecve)(fd, a, e);
+	EXEC_WITH_SPILLS(e, REAL(fexecve)(fd, a, e_));
 }
 
 SHUNT_EXPORT int execveat(int dfd, const char *p, char *const a[], char *const e[],
 			  int fl)
 {
-	shunt_conn_before_exec();
-	return REAL(execveat)(dfd, p, a, e, fl);
+	EXEC_WITH_SPILLS(e, REAL(execveat)(dfd, p, a, e_, fl));
 }
 
 /* The execl family: collect the variadic list into an argv on the stack. */
@@ -129,8 +142,7 @@ SHUNT_EXPORT int posix_spawn(pid_t *pid, const char *p,
 			     const posix_spawnattr_t *at, char *const a[],
 			     char *const e[])
 {
-	shunt_conn_before_exec();
-	return REAL(posix_spawn)(pid, p, fa, at, a, e);
+	EXEC_WITH_SPILLS(e, REAL(posix_spawn)(pid, p, fa, at, a, e_));
 }
 
 SHUNT_EXPORT int posix_spawnp(pid_t *pid, const char *f,
@@ -138,8 +150,7 @@ SHUNT_EXPORT int posix_spawnp(pid_t *pid, const char *f,
 			      const posix_spawnattr_t *at, char *const a[],
 			      char *const e[])
 {
-	shunt_conn_before_exec();
-	return REAL(posix_spawnp)(pid, f, fa, at, a, e);
+	EXEC_WITH_SPILLS(e, REAL(posix_spawnp)(pid, f, fa, at, a, e_));
 }
 
 SHUNT_EXPORT int system(const char *cmd)

@@ -29,6 +29,7 @@
 #include "preload/shunt_log.h"
 #include "preload/shunt_ownfd.h"
 #include "preload/shunt_real.h"
+#include "preload/shunt_spill.h"
 #include "shm_internal.h"
 
 
@@ -884,6 +885,34 @@ int shm_switch(struct shm_conn *c)
 	return 0;
 }
 
+/* Bytes in our rx ring the application has not read, when the peer that
+ * would resend them over TCP has closed (or is gone): moved to a spill
+ * (preload/shunt_spill.h) and consumed from the ring, as the caller hands
+ * the fd to the kernel path (exec).  Consumed, they are not resent by a
+ * copy of the peer still alive elsewhere (fork): each byte comes once, the
+ * spill's first.  A live peer resends them instead, which also reaches
+ * reads shunt does not see (stdio after fdopen, a program without shunt).
+ * (Another thread reading the ring between this and the state change would
+ * get later bytes ahead of the spill's; a program exec'ing or fdopen'ing a
+ * socket another thread still reads has no order to keep.) */
+static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
+{
+	struct shunt_conn *sp = NULL;
+	shm_lock(&c->rx.ctl->rlock);
+	struct iovec v[2];
+	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
+	int gone = __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) || !peer_alive(c);
+	size_t n = st == SHM_COMMITTED && gone && shm_ring_sane(&c->rx) ? shm_ring_unread(&c->rx, v)
+									  : 0;
+	if (n && (sp = shunt_spill_new(&c->base, v, 2, why)) != NULL)
+		shm_ring_consume(&c->rx, n);
+	shm_unlock(&c->rx.ctl->rlock);
+	if (n && !sp)
+		SHUNT_WARN("fd=%d: %zu unread bytes may be lost: no memory to keep them",
+			   c->base.fd, n);
+	return sp;
+}
+
 /* Ask for TCP from this end (see shm_switch); the peer follows when it
  * sees the state. */
 static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
@@ -892,6 +921,7 @@ static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	if (!c->why)
 		c->why = why;
 	SHUNT_GUARD_ENTER();
+	struct shunt_conn *sp = spill_rx(c, why);
 	shm_lock(&c->tx.ctl->wlock);
 	shm_lock(&c->tx.ctl->rlock);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
@@ -907,6 +937,8 @@ static void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	shm_unlock(&c->tx.ctl->wlock);
 	shm_wake_peer(c);
 	shm_send_fin(c);
+	if (sp)
+		shunt_spill_install(base, sp);
 	SHUNT_GUARD_LEAVE();
 }
 

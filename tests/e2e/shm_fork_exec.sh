@@ -12,6 +12,10 @@
 #           itself with the fd in argv; /bin/cat on stdin/stdout) are moved
 #           to TCP before the exec (reason exec), data written before the
 #           exec included: nothing lost in either direction.
+#   late    late_reader: the server writes and exits, then the client execs
+#           (or forks) with most of the stream unread in its ring: every
+#           byte still reaches the reader once (the exec'd image reads a
+#           spill the exec passed on).
 #   fdopen-* fdopen_pair: fdopen() + fgets/fputs on an shm connection with
 #           unread bytes waiting in both directions: the server alone uses
 #           stdio (-server); both ends do (-both-server-first,
@@ -127,9 +131,46 @@ t_arena() {
 	assert_rundir_clean
 }
 
+# ---------------------------------------------------------------- late
+# The server writes and exits; only then does the client exec (or fork)
+# with most of the stream unread in its ring.  The peer that would resend
+# those bytes over TCP is gone: they reach the reader anyway (a spill),
+# once, in order.  A ring that has wrapped too (3 MB through 1 MiB).
+t_late() {
+	local c then n first
+	for c in "exec 600000 1000" "exec 3000000 2500000" "fork 600000 1000"; do
+		read -r then n first <<<"$c"
+		for MODE in plain shunt; do
+			shm_phase "late-$then-$n-$MODE" "$MODE"
+			mkfifo "$PDIR/gate"
+			bg server "$PROGS/late_reader" server --port-file "$PDIR/port" --bytes "$n"
+			local spid=$BG_PID
+			wait_file "$PDIR/port" "$spid"
+			bg client "$PROGS/late_reader" client --port "$(cat "$PDIR/port")" --bytes "$n" \
+				--first "$first" --gate "$PDIR/gate" --then "$then"
+			local cpid=$BG_PID
+			wait_exit "$spid" 30 || die "late_reader server failed ($c, $MODE)"
+			echo go >"$PDIR/gate"
+			wait_exit "$cpid" 30 ||
+				die "late_reader client failed ($c, $MODE): $(tail -n 3 "$PDIR/client.out")"
+			grep -q "^PASS late_reader $then " "$PDIR/client.out" || die "no PASS ($c, $MODE)"
+		done
+		check_logs
+		assert_shm_conns late_reader client 1
+		assert_shm_conns late_reader server 1
+		if [[ $then == exec ]]; then
+			assert_log_count "late_reader$(moved_re exec)" 1
+			assert_log_count "late_reader: debug: fd=[0-9]+: $((n - first)) unread bytes kept" 1
+		fi
+		assert_log_lacks 'unread bytes may be lost'
+		note "$then after the peer closed ($c): every byte once"
+	done
+}
+
 subtest fork t_fork
 subtest arena t_arena
 subtest exec t_exec
+subtest late t_late
 subtest fdopen-server t_fdopen server
 subtest fdopen-both-server-first t_fdopen both-server-first --client-stdio server-first
 subtest fdopen-both-client-first t_fdopen both-client-first --client-stdio client-first
