@@ -10,6 +10,7 @@
  * inside its accept(), and the client application may be anywhere then
  * (sleeping, computing) rather than in a shunt call.  The thread only
  * answers connection requests; the data path never touches it. */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -97,6 +98,17 @@ static struct fi_info *hints_for(const char *prov)
 	return h;
 }
 
+static int have_uverbs(void)
+{
+	DIR *d = opendir("/sys/class/infiniband_verbs");
+	int found = 0;
+	for (struct dirent *e; d && !found && (e = readdir(d));)
+		found = !strncmp(e->d_name, "uverbs", 6);
+	if (d)
+		closedir(d);
+	return found;
+}
+
 enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32])
 {
 	const char *want = shunt_config()->fabric_provider;
@@ -120,8 +132,12 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 		int first = !verbs_checked;
 		pthread_mutex_unlock(&mu);
 		if (first) {
-			/* No verbs device at all: one look per process. */
-			rc = fi_getinfo(FAB_API, NULL, NULL, 0, h, &info);
+			/* No verbs device at all: one look per process.  No
+			 * uverbs device in sysfs (where libibverbs finds them)
+			 * answers without starting libfabric, whose providers
+			 * take ~100 ms to initialise. */
+			rc = have_uverbs() ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &info)
+					   : -FI_ENODATA;
 			pthread_mutex_lock(&mu);
 			verbs_checked = 1;
 			verbs_absent = rc != 0;
@@ -209,6 +225,43 @@ struct fid_fabric *fab_fabric(void)
 	struct fid_fabric *f = owner == getpid() ? fabric : NULL;
 	pthread_mutex_unlock(&mu);
 	return f;
+}
+
+/* A listener that other hosts may reach starts libfabric here rather than
+ * in its first accept(): loading and initialising it takes 100-300 ms, and
+ * clients whose offers wait behind that first accept would give up on
+ * them (offer_timeout_ms).  Done in the listen() call, not in a thread: a
+ * prefork server forks right after listen(), and a child must not inherit
+ * a half-done start (libfabric's and the loader's locks held by a thread
+ * that is not there).  A listener on a loopback address only sees its own
+ * host (shm); auto without any RDMA device needs no libfabric. */
+void fab_on_listen(int fd, struct shunt_fd *e)
+{
+	(void)e;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET &&
+	    (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127)
+		return;
+	if (ss.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+		return;
+	const char *want = shunt_config()->fabric_provider;
+	int autop = strcmp(want, "auto") == 0;
+	SHUNT_GUARD_ENTER();
+	if (!autop || have_uverbs())
+		fab_domain(autop ? "verbs" : want, NULL);
+	SHUNT_GUARD_LEAVE();
+}
+
+struct fid_domain *fab_domain_of_process(void)
+{
+	pthread_mutex_lock(&mu);
+	struct fid_domain *d = owner == getpid() ? domain : NULL;
+	pthread_mutex_unlock(&mu);
+	return d;
 }
 
 /* ---- the passive thread --------------------------------------------------- */
@@ -368,9 +421,39 @@ out:
 	return rc;
 }
 
+/* The last peers' endpoint descriptions: fi_getinfo costs ~100 us (the
+ * provider lists the host's interfaces each time), and a client process
+ * offers every connection from the same passive endpoint. */
+#define FAB_PEER_INFOS 4
+
+static struct peer_info {
+	struct fab_offer name;       /* provider, addr_format, addrlen, addr */
+	struct fi_info *info;
+	pid_t pid;
+} peer_infos[FAB_PEER_INFOS];
+static unsigned peer_next;
+
+static int same_peer(const struct fab_offer *a, const struct fab_offer *b)
+{
+	return a->addr_format == b->addr_format && a->addrlen == b->addrlen &&
+	       !strcmp(a->provider, b->provider) && !memcmp(a->addr, b->addr, a->addrlen);
+}
+
 struct fi_info *fab_info_for_peer(const struct fab_offer *o)
 {
-	struct fi_info *h = hints_for(o->provider), *info = NULL;
+	struct fi_info *info = NULL;
+	pid_t me = getpid();
+	if (o->addrlen > FAB_ADDR_MAX || o->provider[sizeof o->provider - 1])
+		return NULL;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < FAB_PEER_INFOS && !info; i++)
+		if (peer_infos[i].info && peer_infos[i].pid == me &&
+		    same_peer(&peer_infos[i].name, o))
+			info = fi_dupinfo(peer_infos[i].info);
+	pthread_mutex_unlock(&mu);
+	if (info)
+		return info;
+	struct fi_info *h = hints_for(o->provider);
 	if (!h)
 		return NULL;
 	h->addr_format = o->addr_format;
@@ -382,5 +465,20 @@ struct fi_info *fab_info_for_peer(const struct fab_offer *o)
 			info = NULL;
 	}
 	fi_freeinfo(h);
+	struct fi_info *keep = info ? fi_dupinfo(info) : NULL;
+	if (keep) {
+		pthread_mutex_lock(&mu);
+		struct peer_info *p = &peer_infos[peer_next++ % FAB_PEER_INFOS];
+		struct fi_info *old = p->pid == me ? p->info : NULL; /* a parent's: forgotten */
+		memset(&p->name, 0, sizeof p->name);
+		memcpy(p->name.provider, o->provider, sizeof p->name.provider);
+		p->name.addr_format = o->addr_format;
+		p->name.addrlen = o->addrlen;
+		memcpy(p->name.addr, o->addr, o->addrlen);
+		p->info = keep;
+		p->pid = me;
+		pthread_mutex_unlock(&mu);
+		fi_freeinfo(old);
+	}
 	return info;
 }

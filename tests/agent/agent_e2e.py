@@ -739,6 +739,21 @@ def t_netns():
         check("result=no-listener" in out, f"no listener: {out}{err}")
         note("offers across the veth pair: filed and taken, spoofed refused")
 
+        # One process's offers to a host share one connection to its agent,
+        # kept open between them (fab_rdv.c): three offers, one client.
+        s0 = agent.metrics()
+        rc, out, err = probe(["offer", ipb, sport, ipa, 40026, 3], env, ns=na)
+        check(out.count("result=ok") == 3, f"three offers from one process: {out}{err}")
+        s1 = agent.metrics()
+        # (The second scrape is a client too.)
+        links = val(s1, "shuntd_clients_total", listener="tcp") - \
+            val(s0, "shuntd_clients_total", listener="tcp") - 1
+        offers = val(s1, "shuntd_requests_total", type="offer") - \
+            val(s0, "shuntd_requests_total", type="offer")
+        check(links == 1 and offers == 3,
+              f"three offers from one process: {links} agent connections, {offers} offers; expected 1, 3")
+        note("three offers from one process over one kept agent connection")
+
         # Negative cache: nothing answers at ghost (no such neighbour), so the
         # first offer takes the whole bound, the next ones return at once
         # until the TTL (2 s) passes, then one probe again.
