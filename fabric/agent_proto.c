@@ -58,6 +58,8 @@ static const uint16_t body_len[AGENT_TYPE_END] = {
 	[AGENT_OFFER] = AGENT_OFFER_LEN,
 	[AGENT_OFFER_ANSWER] = 1,
 	[AGENT_ERROR] = 1,
+	[AGENT_RELAY] = AGENT_RELAY_LEN,
+	[AGENT_RELAY_ANSWER] = 1,
 };
 
 _Static_assert(AGENT_OFFER_LEN <= AGENT_BODY_MAX, "an offer fits a frame");
@@ -178,8 +180,20 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 		if (m->u.query.port == 0)
 			return reject(why, AGENT_E_MALFORMED);
 		break;
+	case AGENT_RELAY:
+		memcpy(m->u.relay.tuple.caddr, b, 16);
+		memcpy(m->u.relay.tuple.saddr, b + 16, 16);
+		m->u.relay.tuple.cport = get16(b + 32);
+		m->u.relay.tuple.sport = get16(b + 34);
+		memcpy(m->u.relay.token, b + 36, FAB_TOKEN_LEN);
+		m->u.relay.pos = get64(b + 52);
+		m->u.relay.to_client = b[60];
+		if (!m->u.relay.tuple.cport || !m->u.relay.tuple.sport || b[60] > 1)
+			return reject(why, AGENT_E_MALFORMED);
+		break;
 	case AGENT_QUERY_ANSWER:
 	case AGENT_OFFER_ANSWER:
+	case AGENT_RELAY_ANSWER:
 		m->u.status = b[0];
 		if (b[0] >= AGENT_ST_END)
 			return reject(why, AGENT_E_MALFORMED);
@@ -233,8 +247,20 @@ size_t agent_encode(const struct agent_msg *m, uint8_t *buf)
 		memcpy(b, m->u.query.addr, 16);
 		put16(b + 16, m->u.query.port);
 		break;
+	case AGENT_RELAY:
+		if (!m->u.relay.tuple.cport || !m->u.relay.tuple.sport || m->u.relay.to_client > 1)
+			return 0;
+		memcpy(b, m->u.relay.tuple.caddr, 16);
+		memcpy(b + 16, m->u.relay.tuple.saddr, 16);
+		put16(b + 32, m->u.relay.tuple.cport);
+		put16(b + 34, m->u.relay.tuple.sport);
+		memcpy(b + 36, m->u.relay.token, FAB_TOKEN_LEN);
+		put64(b + 52, m->u.relay.pos);
+		b[60] = m->u.relay.to_client;
+		break;
 	case AGENT_QUERY_ANSWER:
 	case AGENT_OFFER_ANSWER:
+	case AGENT_RELAY_ANSWER:
 		if (m->u.status >= AGENT_ST_END)
 			return 0;
 		b[0] = m->u.status;
@@ -331,7 +357,8 @@ const char *agent_type_name(int type)
 		[AGENT_AUTH] = "auth",		     [AGENT_AUTH_OK] = "auth_ok",
 		[AGENT_QUERY] = "query",	     [AGENT_QUERY_ANSWER] = "query_answer",
 		[AGENT_OFFER] = "offer",	     [AGENT_OFFER_ANSWER] = "offer_answer",
-		[AGENT_ERROR] = "error",
+		[AGENT_ERROR] = "error",	     [AGENT_RELAY] = "relay",
+		[AGENT_RELAY_ANSWER] = "relay_answer",
 	};
 	return type > 0 && type < AGENT_TYPE_END ? names[type] : "unknown";
 }

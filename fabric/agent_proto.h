@@ -15,7 +15,8 @@
  * must be zero, so a decoded frame encodes back to the same bytes.
  *
  * Conversation (the client speaks first, so the same port can sniff HTTP):
- *   no secret:    OFFER -> OFFER_ANSWER, QUERY -> QUERY_ANSWER, ...
+ *   no secret:    OFFER -> OFFER_ANSWER, QUERY -> QUERY_ANSWER,
+ *                 RELAY -> RELAY_ANSWER
  *   with secret:  HELLO(cnonce) -> CHALLENGE(snonce)
  *                 AUTH(HMAC(secret, "shuntd-client" snonce cnonce))
  *                   -> AUTH_OK(HMAC(secret, "shuntd-agent" cnonce snonce))
@@ -52,6 +53,8 @@ enum agent_type {
 	AGENT_OFFER,         /* client: struct fab_offer */
 	AGENT_OFFER_ANSWER,  /* agent: status */
 	AGENT_ERROR,         /* agent: code; it closes after */
+	AGENT_RELAY,         /* client: a DEMOTE position for a shim here */
+	AGENT_RELAY_ANSWER,  /* agent: status */
 	AGENT_TYPE_END
 };
 
@@ -72,6 +75,19 @@ enum agent_error {
 	AGENT_E_END
 };
 
+/* A fabric connection whose endpoint failed both ways: each end's DEMOTE
+ * position, which the fabric could not carry, goes to the agent of the
+ * other end's host, which files it for that end (<rundir>/r/<key>.<c|s>).
+ * The token is the connection's offer token, which only the two ends
+ * know. */
+#define AGENT_RELAY_LEN 61u
+struct agent_relay {
+	struct shm_tuple tuple;       /* client, server, as in the offer */
+	uint8_t token[FAB_TOKEN_LEN];
+	uint64_t pos;                 /* the sender's rx_limit */
+	uint8_t to_client;            /* 1: for the client end, 0: the server */
+};
+
 struct agent_msg {
 	uint8_t type; /* enum agent_type */
 	union {
@@ -84,6 +100,7 @@ struct agent_msg {
 		uint8_t status;                 /* *_ANSWER: enum agent_status */
 		uint8_t code;                   /* ERROR: enum agent_error */
 		struct fab_offer offer;
+		struct agent_relay relay;
 	} u;
 };
 

@@ -1,8 +1,9 @@
 /* Remote rendezvous (fab_rdv.h): the client's offer through the agent on the
  * destination host, the server's taking of it from <rundir>/f.
  *
- * The exchange runs on one short TCP connection of shunt's own (an internal
- * fd, made under the guard) and is bounded as a whole by timeout_ms.  A
+ * The exchange runs on a TCP connection of shunt's own (an internal fd,
+ * made under the guard), kept open for the next offer to the same host, and
+ * is bounded as a whole by timeout_ms.  A
  * host whose agent did not answer, or refused us, is remembered in a small
  * fixed table for agent_cache_s, so a plain network costs one probe per host
  * and the hot path neither allocates nor makes a system call. */
@@ -62,14 +63,19 @@ static unsigned cache_set(const uint8_t a[16])
 	return (h ^ (h >> 15)) % CACHE_SETS;
 }
 
-static int cache_take(void)
+static int spin_take(uint8_t *lock)
 {
 	for (int spins = 0; spins < 1000; spins++) {
-		if (!__atomic_exchange_n(&cache_lock, 1, __ATOMIC_ACQUIRE))
+		if (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
 		shunt_cpu_relax();
 	}
 	return 0;
+}
+
+static int cache_take(void)
+{
+	return spin_take(&cache_lock);
 }
 
 static void cache_give(void)
@@ -272,42 +278,178 @@ static enum fab_rdv_result authenticate(struct link *l, const char *key, size_t 
 	return FAB_RDV_OK;
 }
 
+/* ---- links kept open to agents --------------------------------------------------
+ * The link of an exchange that ended cleanly (one answer, nothing unread)
+ * stays open for the next offer to that host: one TCP connect (and, with a
+ * secret, the authentication's two round trips) per host instead of per
+ * connection.  A kept link serves one exchange at a time (a thread, or a
+ * signal handler, that finds it busy opens a link of its own, as before);
+ * only in the process that opened it (a forked child closes its copy and
+ * opens its own); and an error or a timeout closes it, so no late answer
+ * is ever read as the next one's.  The agent closes links idle for a minute
+ * (shuntd_client.c); a link found closed, or closed under a request, is
+ * replaced once. */
+
+#define KEPT_LINKS 8
+#define KEPT_IDLE_MS 30000 /* well inside the agent's idle bound */
+
+static struct kept {
+	struct link l;     /* l.fd valid when open */
+	uint8_t addr[16];
+	uint16_t port;
+	uint8_t open, busy;
+	uint8_t stale;     /* open in the parent before a fork */
+	pid_t pid;
+	uint64_t used_ms;
+} kept[KEPT_LINKS];
+static uint8_t kept_lock;
+
+/* A slot for host a16:port, marked busy: its open link if there is one,
+ * else a free slot or the least recently used; -1 when none is to be had. */
+static int kept_get(const uint8_t a16[16], uint16_t port, pid_t me)
+{
+	int k = -1;
+	if (!spin_take(&kept_lock))
+		return -1;
+	for (int i = 0; i < KEPT_LINKS; i++) {
+		struct kept *s = &kept[i];
+		/* (A busy mark inherited through fork is no one's.) */
+		if (s->busy && s->pid == me)
+			continue;
+		if (s->open && s->pid == me && s->port == port && !memcmp(s->addr, a16, 16)) {
+			k = i;
+			break;
+		}
+		if (k < 0 || !s->open || (kept[k].open && s->used_ms < kept[k].used_ms))
+			k = i;
+	}
+	if (k >= 0) {
+		kept[k].busy = 1;
+		kept[k].stale = kept[k].pid != me;
+		kept[k].pid = me;
+	}
+	__atomic_store_n(&kept_lock, 0, __ATOMIC_RELEASE);
+	return k;
+}
+
+static void link_close(struct link *l)
+{
+	if (l->fd >= 0)
+		shunt_fd_release(l->fd);
+	l->fd = -1;
+}
+
+/* Slot k (busy, ours) holds a link to a16:port that can take a request:
+ * 1; else whatever it held is closed (another host's, idle too long, a
+ * parent's copy, closed or spoken to by the agent) and 0. */
+static int kept_usable(int k, const uint8_t a16[16], uint16_t port, uint64_t now)
+{
+	struct kept *s = &kept[k];
+	if (!s->open) {
+		s->l.fd = -1;
+		return 0;
+	}
+	if (!s->stale && s->port == port && !memcmp(s->addr, a16, 16) &&
+	    now - s->used_ms < KEPT_IDLE_MS) {
+		/* An idle link has nothing to read: anything there (EOF, an
+		 * error) means the agent is done with it. */
+		struct pollfd p = {.fd = s->l.fd, .events = POLLIN | POLLRDHUP};
+		if (REAL(poll)(&p, 1, 0) == 0)
+			return 1;
+	}
+	/* (In a forked child this closes only the child's copy.) */
+	link_close(&s->l);
+	s->open = 0;
+	return 0;
+}
+
+static void kept_put(int k, int keep, const uint8_t a16[16], uint16_t port)
+{
+	struct kept *s = &kept[k];
+	if (keep) {
+		memcpy(s->addr, a16, 16);
+		s->port = port;
+		s->used_ms = now_ms();
+	} else {
+		link_close(&s->l);
+	}
+	s->open = (uint8_t)keep;
+	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* A new link to dst's agent, authenticated when there is a secret. */
+static enum fab_rdv_result link_start(struct link *l, const struct sockaddr *dst, socklen_t len,
+				      uint16_t port, int klen)
+{
+	l->fd = -1;
+	l->nin = 0;
+	if (open_link(l, dst, len, port) < 0)
+		return FAB_RDV_NO_AGENT;
+	return klen > 0 ? authenticate(l, secret, (size_t)klen) : FAB_RDV_OK;
+}
+
+/* One OFFER on an open link.  *answered: the agent answered it (the link is
+ * still in step); *host as for exchange(). */
+static enum fab_rdv_result offer_once(struct link *l, const struct fab_offer *o, int *host,
+				      int *answered)
+{
+	struct agent_msg m = {.type = AGENT_OFFER}, a;
+	m.u.offer = *o;
+	*answered = 0;
+	if (send_msg(l, &m) < 0)
+		return FAB_RDV_NO_AGENT;
+	int r = recv_msg(l, &a);
+	if (r < 0 || (r > 0 && a.type == AGENT_ERROR))
+		return FAB_RDV_REFUSED;
+	if (r > 0 && a.type == AGENT_OFFER_ANSWER) {
+		/* About this offer only (the listener, its owner, the tuple). */
+		*host = 0;
+		*answered = 1;
+		return a.u.status == AGENT_ST_OK	     ? FAB_RDV_OK
+		       : a.u.status == AGENT_ST_NO_LISTENER ? FAB_RDV_NO_LISTENER
+							    : FAB_RDV_REFUSED;
+	}
+	return r > 0 ? FAB_RDV_REFUSED : FAB_RDV_NO_AGENT;
+}
+
 /* *host: the answer holds for the host (no agent, or the agent refused us:
  * secret, version), not just for this offer. */
 static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
-				    const struct fab_offer *o, int timeout_ms, int *host)
+				    const uint8_t a16[16], const struct fab_offer *o,
+				    int timeout_ms, int *host)
 {
 	const struct shunt_config *cfg = shunt_config();
-	struct link l = {.fd = -1, .deadline = now_ms() + (uint64_t)timeout_ms};
-	enum fab_rdv_result res = FAB_RDV_NO_AGENT;
+	uint16_t port = (uint16_t)cfg->agent_port;
 	int klen = get_secret();
 	*host = 1;
 	if (klen < 0)
 		return FAB_RDV_REFUSED;
-	if (open_link(&l, dst, len, cfg->agent_port) < 0)
-		goto out;
-	if (klen > 0 && (res = authenticate(&l, secret, (size_t)klen)) != FAB_RDV_OK)
-		goto out;
-	res = FAB_RDV_NO_AGENT;
-	struct agent_msg m = {.type = AGENT_OFFER}, a;
-	m.u.offer = *o;
-	if (send_msg(&l, &m) < 0)
-		goto out;
-	int r = recv_msg(&l, &a);
-	if (r < 0 || (r > 0 && a.type == AGENT_ERROR)) {
-		res = FAB_RDV_REFUSED;
-	} else if (r > 0 && a.type == AGENT_OFFER_ANSWER) {
-		/* About this offer only (the listener, its owner, the tuple). */
-		*host = 0;
-		res = a.u.status == AGENT_ST_OK	       ? FAB_RDV_OK
-		      : a.u.status == AGENT_ST_NO_LISTENER ? FAB_RDV_NO_LISTENER
-							   : FAB_RDV_REFUSED;
-	} else if (r > 0) {
-		res = FAB_RDV_REFUSED;
+	pid_t me = getpid();
+	uint64_t now = now_ms();
+	struct link local = {.fd = -1};
+	int k = kept_get(a16, port, me);
+	struct link *l = k >= 0 ? &kept[k].l : &local;
+	int reused = k >= 0 && kept_usable(k, a16, port, now);
+	l->deadline = now + (uint64_t)timeout_ms;
+	l->nin = 0;
+	enum fab_rdv_result res;
+	int answered = 0;
+	for (;;) {
+		if (!reused && (res = link_start(l, dst, len, port, klen)) != FAB_RDV_OK)
+			break;
+		res = offer_once(l, o, host, &answered);
+		if (answered || !reused)
+			break;
+		/* The kept link was closed under us (the agent's idle bound,
+		 * a restart): once more on a new one. */
+		link_close(l);
+		reused = 0;
 	}
-out:
-	if (l.fd >= 0)
-		shunt_fd_release(l.fd);
+	int keep = answered && l->nin == 0 && l->fd >= 0;
+	if (k >= 0)
+		kept_put(k, keep, a16, port);
+	else
+		link_close(l);
 	return res;
 }
 
@@ -328,7 +470,7 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 		return r;
 	int saved = errno, host = 1;
 	SHUNT_GUARD_ENTER();
-	r = exchange(dst, len, o, timeout_ms, &host);
+	r = exchange(dst, len, a16, o, timeout_ms, &host);
 	SHUNT_GUARD_LEAVE();
 	errno = saved;
 	if (host && cfg->agent_cache_s)
@@ -381,6 +523,75 @@ int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer
 	    memcmp(&m.u.offer.tuple, t, sizeof *t))
 		goto out;
 	*o = m.u.offer;
+	rc = 0;
+out:
+	SHUNT_GUARD_LEAVE();
+	return rc;
+}
+
+/* ---- relayed DEMOTE positions (docs/ARCHITECTURE.md, "Fabric demotion") ------ */
+
+int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_relay *r,
+		  int timeout_ms)
+{
+	uint8_t a16[16];
+	uint16_t port;
+	if (shm_addr16(dst, a16, &port) < 0)
+		return -1;
+	const struct shunt_config *cfg = shunt_config();
+	if (timeout_ms <= 0)
+		timeout_ms = (int)cfg->agent_timeout_ms;
+	int saved = errno, rc = -1;
+	SHUNT_GUARD_ENTER();
+	int klen = get_secret();
+	/* A link of its own: rare, and never worth disturbing a kept one. */
+	struct link l = {.fd = -1};
+	l.deadline = now_ms() + (uint64_t)timeout_ms;
+	struct agent_msg m = {.type = AGENT_RELAY}, a;
+	m.u.relay = *r;
+	if (klen >= 0 && link_start(&l, dst, len, (uint16_t)cfg->agent_port, klen) == FAB_RDV_OK &&
+	    send_msg(&l, &m) == 0 && recv_msg(&l, &a) > 0 && a.type == AGENT_RELAY_ANSWER &&
+	    a.u.status == AGENT_ST_OK)
+		rc = 0;
+	link_close(&l);
+	SHUNT_GUARD_LEAVE();
+	errno = saved;
+	return rc;
+}
+
+int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client,
+		       const uint8_t token[FAB_TOKEN_LEN], uint64_t *pos)
+{
+	char key[32], path[SHUNT_PATH_MAX];
+	uint8_t buf[AGENT_FRAME_MAX + 1];
+	struct agent_msg m;
+	int rc = -1;
+	if (!rundir)
+		return -1;
+	shm_tuple_key(t, key, sizeof key);
+	if ((size_t)snprintf(path, sizeof path, "%s/r/%s.%c", rundir, key, client ? 'c' : 's') >=
+	    sizeof path)
+		return -1;
+	SHUNT_GUARD_ENTER();
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		goto out;
+	struct stat st;
+	ssize_t n = -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_size == AGENT_HDR_LEN + AGENT_RELAY_LEN)
+		n = REAL(read)(fd, buf, sizeof buf);
+	REAL(close)(fd);
+	int why;
+	/* Only the connection's own token counts: anything else is left to
+	 * the agent's sweep. */
+	if (n != AGENT_HDR_LEN + AGENT_RELAY_LEN ||
+	    agent_decode(buf, (size_t)n, &m, &why) != (int)n || m.type != AGENT_RELAY ||
+	    memcmp(&m.u.relay.tuple, t, sizeof *t) || m.u.relay.to_client != !!client ||
+	    memcmp(m.u.relay.token, token, FAB_TOKEN_LEN))
+		goto out;
+	unlink(path);
+	*pos = m.u.relay.pos;
 	rc = 0;
 out:
 	SHUNT_GUARD_LEAVE();

@@ -62,4 +62,17 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
  * equal to t), -1 when there is none or it is malformed. */
 int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o);
 
+struct agent_relay;
+
+/* Both ways dead: send our DEMOTE position to the agent of the peer's host
+ * (dst, agent_port), which files it for the peer.  0 when filed. */
+int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_relay *r,
+		  int timeout_ms);
+
+/* The position the peer relayed to this end (client: 1 for the client end)
+ * of tuple t, if one was filed with the connection's token: 0 with *pos
+ * (the file is removed), else -1. */
+int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client,
+		       const uint8_t token[FAB_TOKEN_LEN], uint64_t *pos);
+
 #endif

@@ -19,6 +19,9 @@
 #include "shuntd_ev.h"
 
 #define SHUNTD_MAX_CLIENTS 1024
+/* An agent client may wait this long between requests (shims keep their
+ * link for the next offer); see shuntd_client.c. */
+#define SHUNTD_IDLE_MS 60000
 
 /* Why a client was dropped; the index of shuntd_errors_total{reason}. */
 enum shuntd_err {
@@ -34,7 +37,7 @@ enum shuntd_err {
 	SE_COUNT
 };
 
-enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_COUNT };
+enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_COUNT };
 enum shuntd_offer_res { SO_FILED, SO_NO_LISTENER, SO_REFUSED, SO_COUNT };
 enum shuntd_swept { SW_REGISTRY, SW_OFFER, SW_SHM, SW_STATS, SW_COUNT };
 
@@ -78,6 +81,9 @@ void client_close_all(void);
 int rundir_prepare(const char *rundir, char *err, size_t errlen);
 /* File o for the listener owned by uid: 0, or -1. */
 int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid);
+/* File a relayed DEMOTE position as r/<key>.<c|s> for the shim of that end
+ * (readable by uid; the rundir's group too).  0 or -1. */
+int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid);
 /* Remove stale registry entries, offers and shm leftovers. */
 void rundir_sweep(struct ev_loop *el, void *data);
 

@@ -2,7 +2,10 @@
  * starts an agent frame, 'G'/'H' an HTTP request (GET /metrics; TCP port
  * only), anything else is garbage.  Every client must complete each request
  * within client_timeout_ms; a malformed, oversized or late one is counted
- * and closed, and nothing it sends can stop the others being served. */
+ * and closed, and nothing it sends can stop the others being served.
+ * Between requests an agent client may stay connected for SHUNTD_IDLE_MS:
+ * shims keep their link to send the next offer on (fab_rdv.c).  An idle
+ * one is also the first to go when the agent has no room for a new one. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -11,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fabric/agent_hmac.h"
@@ -68,6 +72,22 @@ static void fail(struct client *c, enum shuntd_err e)
 }
 
 static void on_event(struct ev_loop *el, int fd, void *data, int mask);
+
+/* An agent client between requests: nothing half-read, nothing to send. */
+static int is_idle(const struct client *c)
+{
+	return c->mode == M_AGENT && !c->nin && !c->nout && !c->closing;
+}
+
+/* The idle client that has waited longest, to make room for a new one. */
+static struct client *oldest_idle(void)
+{
+	struct client *o = NULL;
+	for (struct client *c = clients; c; c = c->next)
+		if (is_idle(c) && (!o || c->deadline < o->deadline))
+			o = c;
+	return o;
+}
 
 /* Write what is pending; 0 when all is out, 1 when some waits, -1 dead. */
 static int flush(struct client *c)
@@ -176,6 +196,42 @@ static void do_query(struct client *c, const struct agent_msg *q)
 	reply(c, &m);
 }
 
+/* A DEMOTE position for an end on this host, from the other end: the
+ * sender must be that other end's host, and the end here must be one the
+ * registry knows (a server: its listener's uid) or, for a client, the
+ * rundir's owner reads it.  The token, which only the two ends know, is
+ * what the shim checks. */
+static void do_relay(struct client *c, const struct agent_relay *r)
+{
+	struct agent_msg m = {.type = AGENT_RELAY_ANSWER, .u.status = AGENT_ST_REFUSED};
+	uint8_t a[16];
+	uint16_t port;
+	unsigned uid = (unsigned)geteuid();
+	struct stat st;
+	int from_peer = c->is_unix ||
+			(shm_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
+			 !memcmp(a, r->to_client ? r->tuple.saddr : r->tuple.caddr, 16));
+	if (!r->to_client) {
+		struct sockaddr_in6 s6;
+		struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(r->tuple.sport)};
+		const struct sockaddr *dst = (const struct sockaddr *)&s6;
+		to_sockaddr(r->tuple.saddr, r->tuple.sport, &s6);
+		if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
+			memcpy(&s4.sin_addr, r->tuple.saddr + 12, 4);
+			dst = (const struct sockaddr *)&s4;
+		}
+		if (!shm_registry_lookup_uid(shuntd.rundir, dst, &uid))
+			from_peer = 0;
+	} else if (stat(shuntd.rundir, &st) == 0) {
+		uid = st.st_uid;
+	}
+	if (from_peer && rundir_file_relay(shuntd.rundir, r, uid) == 0)
+		m.u.status = AGENT_ST_OK;
+	SHUNTD_DEBUG("relay for the %s end of port %u: %s", r->to_client ? "client" : "server",
+		     (unsigned)r->tuple.sport, m.u.status == AGENT_ST_OK ? "filed" : "refused");
+	reply(c, &m);
+}
+
 static void handle(struct client *c, const struct agent_msg *m)
 {
 	/* Peers across the network prove the secret first; local shims reach
@@ -221,6 +277,11 @@ static void handle(struct client *c, const struct agent_msg *m)
 		if (need_auth)
 			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
 		return do_offer(c, &m->u.offer);
+	case AGENT_RELAY:
+		shuntd.n.requests[SR_RELAY]++;
+		if (need_auth)
+			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
+		return do_relay(c, &m->u.relay);
 	default:
 		return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
 	}
@@ -290,8 +351,13 @@ static void on_event(struct ev_loop *el, int fd, void *data, int mask)
 				fail(c, c->nin ? SE_MALFORMED : SE_IO); /* cut mid-frame */
 			return drop(c);
 		}
-		if (r > 0)
+		if (r > 0) {
+			/* The first bytes of a request: it has the read deadline
+			 * from now, whatever the link's idle time was. */
+			if (!c->nin && c->mode == M_AGENT)
+				c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
 			c->nin += (size_t)r;
+		}
 	}
 	for (;;) {
 		process(c);
@@ -305,6 +371,8 @@ static void on_event(struct ev_loop *el, int fd, void *data, int mask)
 		if (!c->nin || c->mode == M_HTTP || !agent_decode(c->in, c->nin, &(struct agent_msg){0}, NULL))
 			break;
 	}
+	if (is_idle(c))
+		c->deadline = ev_now_ms() + SHUNTD_IDLE_MS;
 	if (ev_watch(el, fd, EV_READ, on_event, c) < 0)
 		drop(c);
 }
@@ -318,6 +386,11 @@ void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
 		if (fd < 0)
 			return;
 		shuntd.n.clients[is_unix]++;
+		if (shuntd.n.open_clients >= SHUNTD_MAX_CLIENTS) {
+			struct client *idle = oldest_idle();
+			if (idle)
+				drop(idle); /* its shim opens a new link when it needs one */
+		}
 		struct client *c = shuntd.n.open_clients < SHUNTD_MAX_CLIENTS ? malloc(sizeof *c) : NULL;
 		if (!c) {
 			/* Busy: say so if it is an agent client, then drop it. */
@@ -355,7 +428,9 @@ void client_reap(struct ev_loop *el, void *data)
 	for (; c; c = next) {
 		next = c->next;
 		if (now >= c->deadline) {
-			fail(c, SE_TIMEOUT);
+			/* Idle past SHUNTD_IDLE_MS is no error; late in a request is. */
+			if (!is_idle(c))
+				fail(c, SE_TIMEOUT);
 			drop(c);
 		}
 	}

@@ -138,7 +138,7 @@ char *metrics_render(size_t *len)
 	for (size_t i = 0; i < nseen; i++)
 		add(&t, &seen[i].t);
 	const struct shuntd_counters *n = &shuntd.n;
-	static const char *const req[SR_COUNT] = {"hello", "auth", "query", "offer", "metrics"};
+	static const char *const req[SR_COUNT] = {"hello", "auth", "query", "offer", "metrics", "relay"};
 	static const char *const err[SE_COUNT] = {"malformed", "oversized", "version",
 						  "auth",      "unexpected", "timeout",
 						  "busy",      "http",	     "io"};

@@ -1,4 +1,5 @@
-/* The agent's side of the runtime directory: filing offers in f/, and
+/* The agent's side of the runtime directory: filing offers in f/ and
+ * relayed DEMOTE positions in r/, and
  * removing what dead processes left behind (l/ entries whose lock is free,
  * offers nobody took, shm files and wake sockets of dead connections). */
 #include <dirent.h>
@@ -55,40 +56,60 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen)
 		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
 		return -1;
 	}
-	static const char *const subs[] = {"l", "o", "s", "f"};
+	static const char *const subs[] = {"l", "o", "s", "f", "r"};
 	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
 		if (subdir(rundir, subs[i], &st, err, errlen) < 0)
 			return -1;
 	return 0;
 }
 
-int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid)
+/* One frame as <rundir>/<sub>/<name>, written whole under a temporary name,
+ * then renamed: the shim sees no file or a complete one. */
+static int file_frame(const char *rundir, const char *sub, const char *name,
+		      const struct agent_msg *m, unsigned uid, gid_t gid, mode_t mode)
 {
 	static unsigned seq;
-	struct agent_msg m = {.type = AGENT_OFFER};
 	uint8_t buf[AGENT_FRAME_MAX];
-	char key[32], tmp[320], path[320];
-	m.u.offer = *o;
-	size_t n = agent_encode(&m, buf);
+	char tmp[320], path[320];
+	size_t n = agent_encode(m, buf);
 	if (!n)
 		return -1;
-	shm_tuple_key(&o->tuple, key, sizeof key);
-	snprintf(path, sizeof path, "%s/f/%s", rundir, key);
-	snprintf(tmp, sizeof tmp, "%s/f/.%s.%d.%u", rundir, key, (int)getpid(), seq++);
-	/* Written whole under a temporary name, then renamed: the accepting
-	 * shim sees no file or a complete one. */
+	snprintf(path, sizeof path, "%s/%s/%s", rundir, sub, name);
+	snprintf(tmp, sizeof tmp, "%s/%s/.%s.%d.%u", rundir, sub, name, (int)getpid(), seq++);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
 	int ok = write(fd, buf, n) == (ssize_t)n;
-	if (ok && uid != (unsigned)geteuid())
-		ok = fchown(fd, uid, (gid_t)-1) == 0;
-	ok = ok && fchmod(fd, 0600) == 0;
+	if (ok && (uid != (unsigned)geteuid() || gid != (gid_t)-1))
+		ok = fchown(fd, uid, gid) == 0;
+	ok = ok && fchmod(fd, mode) == 0;
 	ok = close(fd) == 0 && ok;
 	if (ok && rename(tmp, path) == 0)
 		return 0;
 	unlink(tmp);
 	return -1;
+}
+
+int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid)
+{
+	struct agent_msg m = {.type = AGENT_OFFER};
+	char key[32];
+	m.u.offer = *o;
+	shm_tuple_key(&o->tuple, key, sizeof key);
+	return file_frame(rundir, "f", key, &m, uid, (gid_t)-1, 0600);
+}
+
+int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid)
+{
+	struct agent_msg m = {.type = AGENT_RELAY};
+	char key[32], name[40];
+	struct stat st;
+	if (stat(rundir, &st) < 0)
+		return -1;
+	m.u.relay = *r;
+	shm_tuple_key(&r->tuple, key, sizeof key);
+	snprintf(name, sizeof name, "%s.%c", key, r->to_client ? 'c' : 's');
+	return file_frame(rundir, "r", name, &m, uid, st.st_gid, 0640);
 }
 
 /* ---- sweeping -------------------------------------------------------------------- */
@@ -176,6 +197,9 @@ void rundir_sweep(struct ev_loop *el, void *data)
 	snprintf(dir, sizeof dir, "%s/l", shuntd.rundir);
 	sweep_registry(dir);
 	snprintf(dir, sizeof dir, "%s/f", shuntd.rundir);
+	sweep_offers(dir, now);
+	/* Relayed positions nobody took (the connection ended) age the same. */
+	snprintf(dir, sizeof dir, "%s/r", shuntd.rundir);
 	sweep_offers(dir, now);
 	snprintf(dir, sizeof dir, "%s/o", shuntd.rundir);
 	sweep_shm(dir);

@@ -180,6 +180,42 @@ Test(frames, roundtrip_every_type)
 	cr_assert_eq(memcmp(&d.u.offer, &m.u.offer, sizeof m.u.offer), 0);
 }
 
+Test(frames, relay)
+{
+	struct agent_msg m = {.type = AGENT_RELAY}, d;
+	uint8_t buf[AGENT_FRAME_MAX];
+	m.u.relay.tuple.caddr[15] = 1;
+	m.u.relay.tuple.saddr[15] = 2;
+	m.u.relay.tuple.cport = 40000;
+	m.u.relay.tuple.sport = 6379;
+	memset(m.u.relay.token, 0xa5, FAB_TOKEN_LEN);
+	m.u.relay.pos = 0x0102030405060708ull;
+	m.u.relay.to_client = 1;
+	roundtrip(&m);
+	size_t n = enc(&m, buf);
+	cr_assert_eq(n, AGENT_HDR_LEN + AGENT_RELAY_LEN);
+	cr_assert_eq(buf[AGENT_HDR_LEN + 52], 0x01); /* big endian position */
+	cr_assert_eq(buf[AGENT_HDR_LEN + 59], 0x08);
+	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
+	cr_assert_eq(memcmp(&d.u.relay.tuple, &m.u.relay.tuple, sizeof m.u.relay.tuple), 0);
+	cr_assert_eq(memcmp(d.u.relay.token, m.u.relay.token, FAB_TOKEN_LEN), 0);
+	cr_assert_eq(d.u.relay.pos, m.u.relay.pos);
+	cr_assert_eq(d.u.relay.to_client, 1);
+	/* A side that is neither end, and a zero port, are malformed. */
+	int why = 0;
+	buf[AGENT_HDR_LEN + 60] = 2;
+	cr_assert_eq(agent_decode(buf, n, &d, &why), -1);
+	cr_assert_eq(why, AGENT_E_MALFORMED);
+	buf[AGENT_HDR_LEN + 60] = 0;
+	buf[AGENT_HDR_LEN + 32] = buf[AGENT_HDR_LEN + 33] = 0;
+	cr_assert_eq(agent_decode(buf, n, &d, &why), -1);
+	m.u.relay.to_client = 3;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+	m.type = AGENT_RELAY_ANSWER;
+	m.u.status = AGENT_ST_OK;
+	roundtrip(&m);
+}
+
 Test(frames, wire_layout)
 {
 	struct agent_msg m = {.type = AGENT_QUERY};
@@ -208,7 +244,7 @@ Test(frames, header_rejections_as_early_as_possible)
 	cr_assert_eq(decode_err((const uint8_t *)"SX", 2), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x02", 3), AGENT_E_VERSION);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x00", 4), AGENT_E_MALFORMED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x0a", 4), AGENT_E_MALFORMED);
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x0c", 4), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\xff", 4), AGENT_E_MALFORMED);
 	/* Oversized is known from the length alone, before any body. */
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x05\x00\x00\x01\x01", 8),
