@@ -10,9 +10,13 @@
 #   bench/fabric.sh [--build-dir DIR] [--rounds N] [--quick] [--provider P]
 #
 # Rows: ping-pong round trip p50 at 64 B and 4 KiB, 64 KiB stream (Gbit/s),
-# connection setup p50 (connect + one round trip + close; shunt's includes
-# the agent exchange and the connect-back).  fi_pingpong reports the time
-# per transfer (half a round trip): the row shows twice that.
+# and connection setup (connect + one round trip + close; shunt's includes
+# the agent exchange and the connect-back): p50 of a process's later
+# connections (agent link open, libfabric up), of the first connection of a
+# fresh process (nothing cached: libfabric loaded and started, agent link
+# opened), and the wall time of that whole process (exec to exit, through
+# ip netns exec; what a short-lived client pays).  fi_pingpong reports the
+# time per transfer (half a round trip): the row shows twice that.
 # On RDMA hardware run it between two real hosts instead (docs/ARCHITECTURE.md,
 # "Fabric: benchmarks"), with --provider verbs.
 set -euo pipefail
@@ -33,17 +37,21 @@ build=$(cd "$build" && pwd)
 lib=$build/preload/libshunt.so tcpb=$build/bench/shunt-tcpbench shuntd=$build/tools/shuntd
 for f in "$lib" "$tcpb" "$shuntd"; do [[ -e $f ]] || { echo "missing $f (build first)" >&2; exit 1; }; done
 iters=$((quick ? 5000 : 20000)) dur=$((quick ? 1 : 3)) conns=$((quick ? 100 : 300))
+fresh=$((quick ? 5 : 10)) # fresh processes per round, one connection each
 
 A=shunt-bench-$$-a B=shunt-bench-$$-b VA=sbv$$a VB=sbv$$b
 ADDR_A=198.18.0.1 ADDR_B=198.18.0.2
 tmp=$(mktemp -d)
+# Rundirs on tmpfs, as deployed (/run/shunt, /dev/shm/shunt-UID): offers
+# are files there.
+shmdir=$(mktemp -d /dev/shm/shunt-bench.XXXXXX)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	ip netns del "$A" 2>/dev/null || true
 	ip netns del "$B" 2>/dev/null || true
-	rm -rf "$tmp"
+	rm -rf "$tmp" "$shmdir"
 }
 trap cleanup EXIT
 ip netns add "$A"
@@ -57,8 +65,8 @@ for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
 ip -n "$A" link set "$VA" up
 ip -n "$B" link set "$VB" up
 for h in a b; do
-	mkdir -m 700 "$tmp/run-$h"
-	printf 'rundir = %s\nfabric_provider = %s\n' "$tmp/run-$h" "$prov" >"$tmp/$h.conf"
+	mkdir -m 700 "$shmdir/run-$h"
+	printf 'rundir = %s\nfabric_provider = %s\n' "$shmdir/run-$h" "$prov" >"$tmp/$h.conf"
 done
 ip netns exec "$A" "$shuntd" --config "$tmp/a.conf" 2>"$tmp/shuntd-a.log" &
 pids+=($!)
@@ -70,11 +78,13 @@ on() {
 	local ns=$1 mode=$2 conf
 	shift 2
 	[[ $ns == "$A" ]] && conf=$tmp/a.conf || conf=$tmp/b.conf
+	# exec: a server started as `on ... &` is then the pid that gets killed
+	# (not a subshell whose child would outlive the run).
 	if [[ $mode == fabric ]]; then
-		ip netns exec "$ns" env SHUNT_CONFIG="$conf" SHUNT_LOG=debug \
+		exec ip netns exec "$ns" env SHUNT_CONFIG="$conf" SHUNT_LOG=debug \
 			SHUNT_LOG_FILE="$tmp/log-%p" LD_PRELOAD="$lib" "$@"
 	else
-		ip netns exec "$ns" "$@"
+		exec ip netns exec "$ns" "$@"
 	fi
 }
 wait_listen() {
@@ -107,6 +117,15 @@ tcp_round() {
 	out=$(on "$A" "$mode" "$tcpb" client --host "$ADDR_B" --port "$port" --mode connect \
 		--iters "$conns")
 	add connect "$mode" "$(field p50_us <<<"$out")"
+	local t0 t1
+	for ((i = 0; i < fresh; i++)); do
+		t0=$(date +%s%N)
+		out=$(on "$A" "$mode" "$tcpb" client --host "$ADDR_B" --port "$port" --mode connect \
+			--iters 1)
+		t1=$(date +%s%N)
+		add first "$mode" "$(field p50_us <<<"$out")"
+		add proc "$mode" "$(((t1 - t0) / 1000))"
+	done
 	kill "${pids[-1]}" 2>/dev/null || true
 	wait "${pids[-1]}" 2>/dev/null || true
 	unset 'pids[-1]'
@@ -154,5 +173,10 @@ for m in pp64 pp4096; do
 done
 k=$(med stream kernel) f=$(med stream fabric)
 printf '%-26s %12s %12s %12s %14s %14s\n' "stream 64 KiB Gbit/s" "$k" "$f" - "$(ratio "$f" "$k")" -
+echo "connection setup: connect + 64 B round trip + close, us"
 k=$(med connect kernel) f=$(med connect fabric)
-printf '%-26s %12s %12s %12s %14s %14s\n' "connect+rtt+close p50 us" "$k" "$f" - "$(ratio "$f" "$k")" -
+printf '%-26s %12s %12s %12s %14s %14s\n' "  later (cached) p50" "$k" "$f" - "$(ratio "$f" "$k")" -
+k=$(med first kernel) f=$(med first fabric)
+printf '%-26s %12s %12s %12s %14s %14s\n' "  first, fresh process" "$k" "$f" - "$(ratio "$f" "$k")" -
+k=$(med proc kernel) f=$(med proc fabric)
+printf '%-26s %12s %12s %12s %14s %14s\n' "  fresh process, wall" "$k" "$f" - "$(ratio "$f" "$k")" -

@@ -19,12 +19,14 @@
  * the answer it gets: accepted -> fabric, rejected -> kernel.  No byte of
  * this travels on the TCP connection. */
 #include <errno.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@
 #include "preload/shunt_ownfd.h"
 #include "preload/shunt_real.h"
 #include "preload/shunt_rundir.h"
+#include "preload/shunt_spill.h"
 
 /* ---- locks and objects ---------------------------------------------------- */
 
@@ -76,22 +79,119 @@ static struct fab_conn *conn_new(int client)
 	c->kick[0] = c->kick[1] = -1;
 	const char *f = getenv("SHUNT_FABRIC_FAIL_AFTER");
 	c->fail_after = f && *f ? strtoull(f, NULL, 10) : 0;
+	f = getenv("SHUNT_FABRIC_FAIL_DEAD");
+	c->fail_dead = c->fail_after && f && *f == '1';
 	return c;
+}
+
+/* Registered ring memory kept across connections.  Mapping a connection's
+ * rings, faulting their first pages in, registering them, and unmapping
+ * them at the end cost more than the rest of its setup here (the unmap
+ * alone ~150 us: with the passive thread running it is a TLB shootdown).
+ * So a released connection's buffer goes here with its registration, up to
+ * FAB_IDLE_BUFS, for the next connection of the same ring size.  Only the
+ * memory: the CQ, EQ, endpoint and eventfds are each connection's own, as
+ * an application's epoll set may still hold the old ones' fds.  Nothing of
+ * a connection lives in the buffer (positions, flags, keys are in struct
+ * fab_conn, zeroed by conn_new; a reader reads only what its new peer
+ * wrote), and its endpoint is closed before the buffer comes here, so no
+ * late write can land in it.  A forked child never takes the parent's
+ * (their registration is the parent's domain).  Registered memory may be
+ * pinned (verbs) and count against RLIMIT_MEMLOCK: the list holds at most
+ * FAB_IDLE_BYTES, and a registration that fails empties it and retries. */
+#define FAB_IDLE_BUFS 8
+#define FAB_IDLE_BYTES ((size_t)32 << 20)
+
+struct fab_buf {
+	uint8_t *buf;
+	size_t len;
+	struct fid_mr *mr;
+	struct fid_domain *domain;
+	pid_t pid;
+};
+static struct fab_buf idle_bufs[FAB_IDLE_BUFS];
+static int n_idle_bufs;
+static size_t idle_bytes;
+
+/* A kept buffer of len bytes registered in d: 1 with it in c. */
+static int buf_take(struct fab_conn *c, struct fid_domain *d)
+{
+	int got = 0;
+	pid_t me = getpid();
+	pthread_mutex_lock(&pool_mu);
+	for (int i = n_idle_bufs - 1; i >= 0 && !got; i--) {
+		struct fab_buf *b = &idle_bufs[i];
+		if (b->pid != me) {
+			/* The parent's, in a forked child: forgotten, not
+			 * unmapped (verbs maps it MADV_DONTFORK, so the range
+			 * may be free here, or someone else's by now). */
+			idle_bytes -= b->len;
+			idle_bufs[i] = idle_bufs[--n_idle_bufs];
+			continue;
+		}
+		if (b->len != c->buf_len || b->domain != d)
+			continue;
+		c->buf = b->buf;
+		c->mr = b->mr;
+		idle_bytes -= b->len;
+		idle_bufs[i] = idle_bufs[--n_idle_bufs];
+		got = 1;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return got;
+}
+
+/* Keep c's registered buffer for a later connection: 1 if kept. */
+static int buf_keep(struct fab_conn *c, struct fid_domain *d)
+{
+	int kept = 0;
+	pthread_mutex_lock(&pool_mu);
+	if (n_idle_bufs < FAB_IDLE_BUFS && idle_bytes + c->buf_len <= FAB_IDLE_BYTES && d) {
+		idle_bufs[n_idle_bufs++] = (struct fab_buf){c->buf, c->buf_len, c->mr, d, c->pid};
+		idle_bytes += c->buf_len;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return kept;
+}
+
+/* Deregister and unmap every kept buffer of ours: 1 if there was one. */
+static int buf_drain(void)
+{
+	struct fab_buf v[FAB_IDLE_BUFS];
+	int n = 0;
+	pid_t me = getpid();
+	pthread_mutex_lock(&pool_mu);
+	for (int i = 0; i < n_idle_bufs; i++)
+		if (idle_bufs[i].pid == me)
+			v[n++] = idle_bufs[i];
+	n_idle_bufs = 0;
+	idle_bytes = 0;
+	pthread_mutex_unlock(&pool_mu);
+	for (int i = 0; i < n; i++) {
+		fi_close(&v[i].mr->fid);
+		munmap(v[i].buf, v[i].len);
+	}
+	return n > 0;
 }
 
 static void conn_release(struct fab_conn *c)
 {
 	/* A forked child's copies point at the parent's sockets: closing
 	 * them here would shut the parent's endpoint down. */
-	if (fab_is_owner(c->pid)) {
+	int owner = fab_is_owner(c->pid);
+	if (owner) {
 		if (c->ep)
 			fi_close(&c->ep->fid);
-		if (c->mr)
-			fi_close(&c->mr->fid);
 		if (c->cq)
 			fi_close(&c->cq->fid);
 		if (c->eq)
 			fi_close(&c->eq->fid);
+		/* After the endpoint: nothing can write into it any more. */
+		if (c->mr && c->buf && buf_keep(c, fab_domain_of_process()))
+			c->buf = NULL;
+		else if (c->mr)
+			fi_close(&c->mr->fid);
 	}
 	for (int r = 0; r < 2; r++) {
 		if (c->kick[r] >= 0)
@@ -102,7 +202,10 @@ static void conn_release(struct fab_conn *c)
 	c->mr = NULL;
 	c->cq = NULL;
 	c->eq = NULL;
-	free(c->buf);
+	/* In a forked child the parent's buffer is forgotten, not unmapped
+	 * (see buf_take). */
+	if (c->buf && owner)
+		munmap(c->buf, c->buf_len);
 	c->buf = NULL;
 	pthread_mutex_lock(&pool_mu);
 	c->next = pool;
@@ -116,14 +219,22 @@ static int conn_mem(struct fab_conn *c, struct fid_domain *d, uint64_t ring)
 {
 	c->ring = ring;
 	c->buf_len = 2 * ring + 4096;
-	void *p = NULL;
-	if (posix_memalign(&p, 4096, c->buf_len) != 0)
-		return -1;
-	c->buf = p;
+	if (!buf_take(c, d)) {
+		void *p = mmap(NULL, c->buf_len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return -1;
+		c->buf = p;
+		uint64_t acc = FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+		if (fab_mr_reg(d, c->buf, c->buf_len, acc, &c->mr) != 0) {
+			c->mr = NULL;
+			if (!buf_drain() || fab_mr_reg(d, c->buf, c->buf_len, acc, &c->mr) != 0) {
+				c->mr = NULL;
+				return -1;
+			}
+		}
+	}
 	memset(c->buf + 2 * ring, 0, 4096);
-	if (fab_mr_reg(d, c->buf, c->buf_len,
-		       FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE, &c->mr) != 0)
-		return -1;
 	c->desc = fi_mr_desc(c->mr);
 	struct fi_cq_attr ca = {.size = 512, .format = FI_CQ_FORMAT_DATA,
 				.wait_obj = FI_WAIT_FD};
@@ -304,6 +415,7 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 			if (fab_post_imm(c, FAB_IMM_CREDIT, 0) < 0)
 				c->failed = 2;
 			fab_flush(c);
+			fab_watch_add(c);
 		} else {
 			/* Accepted, then lost: the server may have seen the
 			 * connection up, and its bytes may have moved. */
@@ -428,6 +540,11 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 		goto out;
 	memcpy(o.token, c->token, sizeof o.token);
 	o.ring_size = ring;
+	c->tuple = o.tuple;
+	if (dlen <= sizeof c->peer_sa) {
+		memcpy(&c->peer_sa, dst, dlen);
+		c->peer_salen = dlen;
+	}
 	c->state = FAB_OFFERED;
 	fab_offer_add(c);
 	enum fab_rdv_result r =
@@ -559,8 +676,15 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	}
 	c->peer_addr = rep.rx_addr;
 	c->peer_key = rep.rx_key;
+	memcpy(c->token, o.token, sizeof c->token);
+	c->tuple = o.tuple;
+	if (plen <= sizeof c->peer_sa) {
+		memcpy(&c->peer_sa, peer, plen);
+		c->peer_salen = plen;
+	}
 	c->state = FAB_UP;
 	e->conn = &c->base;
+	fab_watch_add(c);
 	why = SHUNT_R_NONE;
 	goto out;
 refuse:
@@ -594,6 +718,24 @@ static void wait_accepting(struct fab_conn *c)
 		sched_yield();
 }
 
+/* Bytes the peer sent that the application has not read and nobody will
+ * resend (the peer closed or died after they arrived): 0 or the iovecs. */
+static int leftover(struct fab_conn *c, struct iovec v[2])
+{
+	if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FAB_SWITCHED ||
+	    c->rx_limit <= c->rx_consumed)
+		return 0;
+	uint64_t len = c->rx_limit - c->rx_consumed, off = c->rx_consumed & (c->ring - 1);
+	uint64_t first = len < c->ring - off ? len : c->ring - off;
+	uint8_t *rx = c->buf + c->ring;
+	v[0] = (struct iovec){rx + off, first};
+	v[1] = (struct iovec){rx, len - first};
+	return len > first ? 2 : 1;
+}
+
+/* The caller hands the fd to the kernel path when this returns (exec,
+ * fork, fdopen, ...), so bytes still in the ring with nobody left to
+ * resend them go to a spill (preload/shunt_spill.h) first. */
 static void fab_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct fab_conn *c = (struct fab_conn *)base;
@@ -601,8 +743,19 @@ static void fab_demote(struct shunt_conn *base, enum shunt_reason why)
 	wait_accepting(c);
 	fab_lock(c);
 	fab_switch_locked(c, why);
+	struct iovec v[2];
+	int nv = leftover(c, v);
+	struct shunt_conn *sp = nv ? shunt_spill_new(base, v, nv, why) : NULL;
+	if (sp) {
+		c->rx_consumed = c->rx_limit; /* the spill delivers them */
+	} else if (nv) {
+		SHUNT_WARN("fabric: fd=%d: %llu unread bytes lost: no memory to keep them",
+			   c->base.fd, (unsigned long long)(c->rx_limit - c->rx_consumed));
+	}
 	fab_unlock(c);
 	fab_send_fin(c);
+	if (sp)
+		shunt_spill_install(base, sp);
 	SHUNT_GUARD_LEAVE();
 }
 
@@ -618,6 +771,11 @@ static void fab_fork(struct shunt_conn *base)
 	shunt_conn_finish(base, SHUNT_R_FORK_SHARED);
 }
 
+/* At exit every connection says goodbye within one shared bound, not one
+ * each: a process with many connections to a peer that stopped reading
+ * would otherwise take minutes to exit. */
+static uint64_t exit_deadline;
+
 static void fab_close(struct shunt_conn *base)
 {
 	struct fab_conn *c = (struct fab_conn *)base;
@@ -629,11 +787,16 @@ static void fab_close(struct shunt_conn *base)
 	if (st == FAB_OFFERED || st == FAB_DECLINED) {
 		/* Never up: TCP keeps the bytes for the server's accept(). */
 		fab_give_up_locked(c);
+	} else if (st == FAB_DEMOTING) {
+		/* Leaving already: finish, so what we staged reaches the peer. */
+		fab_switch_locked(c, 0);
 	} else if (st == FAB_UP) {
 		/* Say goodbye after the last bytes, and wait until they are in
 		 * the peer's memory: nothing of ours survives our exit. */
 		fab_progress_locked(c);
 		uint64_t end = fab_now_ms() + 2000;
+		if (exit_deadline && end > exit_deadline)
+			end = exit_deadline;
 		while (c->tx_posted != c->tx_head && !c->got_demote && !c->failed &&
 		       fab_now_ms() < end) {
 			fab_flush(c);
@@ -644,9 +807,24 @@ static void fab_close(struct shunt_conn *base)
 							   : SHUNT_R_PROVIDER_ERROR);
 		} else if (fab_post_imm(c, FAB_IMM_CLOSE, c->tx_head) == 0) {
 			c->fin_pending = 0;
-			while (c->tx_inflight && !c->failed && fab_now_ms() < end)
-				fab_progress_locked(c);
+			struct fid *cqf = &c->cq->fid;
+			for (unsigned spins = 0; c->tx_inflight && !c->failed && fab_now_ms() < end; spins++) {
+				if (fab_progress_locked(c) || spins < 64)
+					continue;
+				/* Sleep on the CQ's fd: the peer's provider needs a core to answer. */
+				struct fid_fabric *fab = fab_fabric();
+				if (c->wait_fd >= 0 && fab && fi_trywait(fab, &cqf, 1) == FI_SUCCESS) {
+					struct pollfd p = {.fd = c->wait_fd, .events = POLLIN};
+					REAL(poll)(&p, 1, 2);
+				} else {
+					sched_yield();
+				}
+			}
 		}
+		if (c->tx_inflight && !c->failed && !c->got_demote)
+			SHUNT_WARN("fabric: fd=%d closed before the peer took its last bytes "
+				   "(%zu writes in flight): they are lost if this process exits now",
+				   c->base.fd, c->tx_inflight);
 	}
 	fab_unlock(c);
 	fab_send_fin(c);
@@ -672,14 +850,29 @@ static void exit_one(int fd, struct shunt_fd *e, void *arg)
 	    !fab_is_owner(((struct fab_conn *)c)->pid) ||
 	    __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE) != fd)
 		return;
+	/* exit() from a signal handler (libinfinipath, loaded with libfabric,
+	 * exits on SIGTERM) may have interrupted this very thread inside the
+	 * connection's lock: never wait for it for good. */
+	struct fab_conn *fc = (struct fab_conn *)c;
+	uint64_t end = fab_now_ms() + 50;
+	while (__atomic_exchange_n(&fc->lock, 1, __ATOMIC_ACQUIRE)) {
+		if (fab_now_ms() >= end) {
+			SHUNT_WARN("fabric: fd=%d busy at exit: closed without a goodbye", fd);
+			return;
+		}
+		sched_yield();
+	}
+	fab_unlock(fc);
 	fab_close(c);
 	__atomic_store_n(&c->fd, fd, __ATOMIC_RELEASE);
 }
 
 __attribute__((destructor)) static void fab_at_exit(void)
 {
-	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) == 0 && shunt_any_accel())
+	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) == 0 && shunt_any_accel()) {
+		exit_deadline = fab_now_ms() + 2000;
 		shunt_fd_foreach(SHUNT_FD_ACCEL, exit_one, NULL);
+	}
 }
 
 static void fab_free(struct shunt_conn *base)
@@ -692,6 +885,7 @@ static void fab_free(struct shunt_conn *base)
 const struct shunt_transport_ops fab_ops = {
 	.name = "fabric",
 	.id = SHUNT_TP_FABRIC,
+	.on_listen = fab_on_listen,
 	.connect = fab_connect,
 	.accept = fab_accept,
 	.decline = fab_decline,

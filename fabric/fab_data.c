@@ -71,16 +71,21 @@ void fab_kick(struct fab_conn *c, int role)
 	}
 }
 
-int fab_progress_locked(struct fab_conn *c)
+/* Read the CQ.  full: on to -FI_EAGAIN, so the provider's progress runs
+ * once more after the last entry (what the control paths want: everything
+ * the provider can show now).  Otherwise stop at a short read: see below. */
+static int progress(struct fab_conn *c, int full)
 {
 	struct fi_cq_data_entry ent[16];
 	int moved = 0;
-	if (!c->cq)
+	if (!c->cq || c->dead)
 		return 0;
 	int err_seen = 0;
+	c->cq_fresh = 0;
 	for (;;) {
 		ssize_t n = fi_cq_read(c->cq, ent, 16);
 		if (n == -FI_EAGAIN) {
+			c->cq_fresh = !err_seen;
 			if (err_seen && !c->peer_closed) {
 				if (!c->failed)
 					SHUNT_DEBUG("fabric: fd=%d completion error: %s", c->base.fd,
@@ -167,7 +172,21 @@ int fab_progress_locked(struct fab_conn *c)
 			fab_kick(c, FAB_RX);
 		if (tx_moved)
 			fab_kick(c, FAB_TX);
+		/* A short read emptied the CQ: in the data path another read
+		 * would only run the provider's progress again (a system call
+		 * with the tcp provider) between the data and the
+		 * application; the next look does that.  After an error, read
+		 * on to the end before judging it (above). */
+		if (!full && n < 16 && !err_seen) {
+			c->cq_fresh = 1;
+			return moved;
+		}
 	}
+}
+
+int fab_progress_locked(struct fab_conn *c)
+{
+	return progress(c, 1);
 }
 
 /* A zero-byte write carrying only CQ data.  -1 when it cannot be posted.
@@ -183,6 +202,8 @@ int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
 				 .addr = FI_ADDR_UNSPEC, .rma_iov = &rma, .rma_iov_count = 1,
 				 .data = imm_of(t, pos)};
 	uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
+	if (c->dead)
+		return -1;
 	if (t == FAB_IMM_CLOSE || t == FAB_IMM_DEMOTE)
 		flags |= FI_DELIVERY_COMPLETE;
 	for (int tries = 0; tries < 100000; tries++) {
@@ -244,6 +265,9 @@ void fab_flush(struct fab_conn *c)
 			n = c->fail_after > c->tx_posted ? c->fail_after - c->tx_posted : 0;
 			if (!n) {
 				c->failed = 1;
+				/* ...or the endpoint is gone both ways: nothing
+				 * more in or out, not even DEMOTE. */
+				c->dead = c->fail_dead;
 				return;
 			}
 		}
@@ -267,186 +291,6 @@ void fab_flush(struct fab_conn *c)
 		c->shut_wr = 2;
 }
 
-/* ---- leaving the fabric --------------------------------------------------- */
-
-/* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
- * nothing yet. */
-static int tcp_peek(struct fab_conn *c)
-{
-	char b;
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (fd < 0)
-		return -2;
-	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (r > 0)
-		return 1;
-	if (r == 0) {
-		c->tcp_eof = 1;
-		return 0;
-	}
-	return errno == EAGAIN || errno == EINTR ? -2 : -1;
-}
-
-/* Resend tx bytes [from, tx_head) over the socket, before anything else we
- * write there. */
-static int replay(struct fab_conn *c, uint64_t from)
-{
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	uint64_t n0 = c->tx_head - from;
-	while (from < c->tx_head) {
-		if (fd < 0)
-			return -1;
-		uint64_t off = from & (c->ring - 1);
-		uint64_t n = c->tx_head - from;
-		if (n > c->ring - off)
-			n = c->ring - off;
-		ssize_t r = REAL(send)(fd, c->buf + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (r > 0) {
-			from += (uint64_t)r;
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN) {
-			/* Keep the provider moving while the peer drains the
-			 * socket: it may need our completions to get there. */
-			struct pollfd p = {fd, POLLOUT, 0};
-			REAL(poll)(&p, 1, 10);
-			fab_progress_locked(c);
-			continue;
-		}
-		return -1;
-	}
-	c->bytes_out -= n0;
-	SHUNT_STAT_ADD(&c->base, bytes_out, -n0);
-	return 0;
-}
-
-void fab_send_fin(struct fab_conn *c)
-{
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	int st = state_of(c);
-	if (fd >= 0 && (st == FAB_SWITCHED) &&
-	    __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
-		REAL(shutdown)(fd, SHUT_WR);
-}
-
-void fab_give_up_locked(struct fab_conn *c)
-{
-	int st = FAB_OFFERED;
-	if (!__atomic_compare_exchange_n(&c->state, &st, FAB_DECLINED, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE) &&
-	    st != FAB_DECLINED)
-		return; /* the passive thread won: the connection is coming up */
-	fab_offer_del(c);
-	if (!c->why)
-		c->why = st == FAB_DECLINED ? SHUNT_R_DECLINED : SHUNT_R_OFFER_TIMEOUT;
-	replay(c, 0);
-	c->rx_limit = c->rx_consumed = 0;
-	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
-}
-
-/* Sleep until the CQ or the socket has something, at most ms. */
-static void nap(struct fab_conn *c, int ms)
-{
-	struct fid *f = &c->cq->fid;
-	struct fid_fabric *fab = fab_fabric();
-	struct pollfd p[2];
-	int n = 0;
-	if (c->wait_fd >= 0 && fab && fi_trywait(fab, &f, 1) == FI_SUCCESS)
-		p[n++] = (struct pollfd){c->wait_fd, POLLIN, 0};
-	else if (c->wait_fd >= 0)
-		return;
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (fd >= 0 && !c->tcp_eof)
-		p[n++] = (struct pollfd){fd, POLLIN | POLLRDHUP, 0};
-	REAL(poll)(p, (nfds_t)n, ms);
-}
-
-int fab_switch_locked(struct fab_conn *c, int why)
-{
-	int st = state_of(c);
-	if (st == FAB_SWITCHED || st == FAB_BROKEN)
-		return 0;
-	SHUNT_DEBUG("fabric: fd=%d leaving the fabric: state=%d why=%s failed=%d demote=%d/%d",
-		    c->base.fd, st, shunt_reason_name(why), c->failed, c->sent_demote,
-		    c->got_demote);
-	if (st == FAB_OFFERED || st == FAB_DECLINED) {
-		if (!c->why && why)
-			c->why = why;
-		fab_give_up_locked(c);
-		return 0;
-	}
-	if (st != FAB_UP)
-		return 0;
-	if (!c->why)
-		c->why = why ? why : SHUNT_R_PEER_DEMOTED;
-	fab_progress_locked(c);
-	if (c->peer_closed) {
-		/* The peer is gone after its last byte arrived: nothing to
-		 * exchange, nobody reads what we would resend. */
-		c->rx_limit = c->rx_arrived;
-		__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
-		return 0;
-	}
-	if (!c->sent_demote) {
-		/* Freeze at what the application has consumed: the peer
-		 * resends the rest (it still holds it: its credits never run
-		 * ahead of our consumption), so the ring is done with at once
-		 * and the fd can go to the kernel path now (fork and exec
-		 * need that).  DEMOTE is our last message on the endpoint. */
-		c->rx_limit = c->rx_consumed;
-		c->sent_demote = 1;
-		if (c->failed != 2)
-			fab_post_imm(c, FAB_IMM_DEMOTE, c->rx_limit);
-	}
-	uint64_t end = fab_now_ms() + 5000, eof_at = 0;
-	while (!c->got_demote) {
-		fab_progress_locked(c);
-		if (c->got_demote)
-			break;
-		int t = c->tcp_eof ? 0 : tcp_peek(c);
-		if (t == 0 || t == -1) {
-			/* The peer's socket closed: its process exited or was
-			 * killed.  Whatever it sent over the fabric before is
-			 * in our ring (give the provider a moment to show
-			 * it); nobody will read what we would resend. */
-			if (!eof_at)
-				eof_at = fab_now_ms() + 200;
-			if (fab_now_ms() >= eof_at || c->peer_closed) {
-				fab_progress_locked(c);
-				c->rx_limit = c->rx_arrived;
-				__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
-				return 0;
-			}
-		}
-		if (fab_now_ms() >= end) {
-			/* Both processes alive, no exchange possible: the exact
-			 * position cannot be known (docs/ARCHITECTURE.md). */
-			fab_reset_tcp(c);
-			return -1;
-		}
-		nap(c, 10);
-	}
-	/* Our DEMOTE must leave before we block on the socket: the provider
-	 * moves it only while we call it (manual progress). */
-	while (c->tx_inflight && !c->failed && fab_now_ms() < end) {
-		fab_progress_locked(c);
-		if (c->tx_inflight)
-			nap(c, 10);
-	}
-	/* The peer delivers its ring up to peer_demote; the rest goes again,
-	 * by TCP. */
-	if (replay(c, c->peer_demote) < 0) {
-		fab_reset_tcp(c);
-		return -1;
-	}
-	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
-	SHUNT_DEBUG("fabric: fd=%d on TCP: ring up to %llu, resent from %llu", c->base.fd,
-		    (unsigned long long)c->rx_limit, (unsigned long long)c->peer_demote);
-	return 0;
-}
-
 /* Anything that makes this end leave the fabric now (lock held).  1 when
  * the state moved. */
 static int check_moves(struct fab_conn *c)
@@ -458,7 +302,7 @@ static int check_moves(struct fab_conn *c)
 		return 1;
 	}
 	if (st == FAB_OFFERED && c->client) {
-		int t = c->tcp_hint || c->tcp_eof ? tcp_peek(c) : -2;
+		int t = c->tcp_hint || c->tcp_eof ? fab_tcp_peek(c) : -2;
 		c->tcp_hint = 0;
 		if (t != -2 || fab_now_ms() >= c->deadline) {
 			fab_give_up_locked(c);
@@ -467,11 +311,17 @@ static int check_moves(struct fab_conn *c)
 		}
 		return 0;
 	}
+	if (st == FAB_DEMOTING) {
+		int moved = fab_demote_step(c);
+		fab_send_fin(c);
+		return moved;
+	}
 	if (st != FAB_UP)
 		return 0;
-	fab_progress_locked(c);
+	progress(c, 0);
 	if (c->got_demote || c->failed) {
-		fab_switch_locked(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
+		fab_demote_begin(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
+		fab_demote_step(c);
 		fab_send_fin(c);
 		return 1;
 	}
@@ -479,7 +329,8 @@ static int check_moves(struct fab_conn *c)
 	/* A credit that found the send queue full goes now. */
 	maybe_credit(c);
 	if (c->failed) {
-		fab_switch_locked(c, SHUNT_R_PROVIDER_ERROR);
+		fab_demote_begin(c, SHUNT_R_PROVIDER_ERROR);
+		fab_demote_step(c);
 		fab_send_fin(c);
 		return 1;
 	}
@@ -590,7 +441,8 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			errno = ECONNRESET;
 			return done ? (ssize_t)done : -1;
 		}
-		uint64_t limit = st == FAB_SWITCHED ? c->rx_limit : c->rx_arrived;
+		uint64_t limit =
+			st == FAB_SWITCHED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived;
 		size_t n = 0;
 		if (limit > c->rx_consumed) {
 			size_t avail = (size_t)(limit - c->rx_consumed);
@@ -603,11 +455,19 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			}
 		}
 		int eof = st == FAB_UP && !n && c->peer_shut && c->rx_consumed >= c->peer_shut_at;
-		int dead = 0;
+		int dead = 0, sock = 0;
+		if (st == FAB_DEMOTING && !n) {
+			/* Past the frozen ring the socket has the stream (the
+			 * peer resends from there); its EOF or error counts
+			 * only once the peer has answered: before that it is
+			 * a death, which the exchange sorts out. */
+			int t = fab_tcp_peek(c);
+			sock = t == 1 || ((t == 0 || t == -1) && c->got_demote);
+		}
 		if (st == FAB_UP && !n && !eof && (c->tcp_hint || c->tcp_eof)) {
 			/* The socket spoke while the fabric is up: FIN or RST of
 			 * a peer that died without its CLOSE. */
-			int t = tcp_peek(c);
+			int t = fab_tcp_peek(c);
 			c->tcp_hint = 0;
 			if (t == 0 || t == -1) {
 				fab_switch_locked(c, SHUNT_R_PEER_DEMOTED);
@@ -629,6 +489,13 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			return (ssize_t)done;
 		if (dead)
 			continue;
+		if (sock && !done) {
+			ssize_t r = REAL(recvmsg)(c->base.fd, m, flags | MSG_DONTWAIT);
+			if (r > 0 && !peek)
+				c->tcp_taken = 1;
+			if (r >= 0 || errno != EAGAIN)
+				return r;
+		}
 		if (st == FAB_SWITCHED) {
 			if (done)
 				return (ssize_t)done;
@@ -663,7 +530,20 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		return 0;
 	for (;;) {
 		fab_lock(c);
-		check_moves(c);
+		/* Right after a CQ read that emptied it (a wait's, a read's),
+		 * with the way clear, write without another call into the
+		 * provider: it would cost a system call per message between
+		 * the application and the wire.  Once per CQ read, so a peer's
+		 * CLOSE or DEMOTE that arrived since is seen by the next call,
+		 * as a kernel socket's write after the peer's FIN succeeds
+		 * and the next one fails. */
+		if (c->cq_fresh && state_of(c) == FAB_UP && !c->failed && !c->got_demote &&
+		    !c->sent_demote && !c->peer_closed && c->peer_ready &&
+		    c->tx_posted == c->tx_head && c->tx_inflight < c->tx_depth &&
+		    c->tx_head - c->tx_acked < c->ring)
+			c->cq_fresh = 0;
+		else
+			check_moves(c);
 		int st = state_of(c);
 		if (st == FAB_SWITCHED || st == FAB_BROKEN) {
 			fab_unlock(c);
@@ -686,7 +566,10 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			n = iov_to_ring(c, n, m->msg_iov, m->msg_iovlen, done);
 			c->tx_head += n;
 			c->bytes_out += n;
-			fab_flush(c);
+			if (st == FAB_DEMOTING)
+				fab_demote_step(c); /* resent once the peer answers */
+			else
+				fab_flush(c);
 		}
 		fab_unlock(c);
 		if (n) {
@@ -738,8 +621,13 @@ int fab_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 		errno = ENOTTY;
 		return -1;
 	}
+	if (st == FAB_DEMOTING && req == FIONREAD && c->rx_consumed >= c->rx_limit) {
+		errno = ENOTTY; /* the socket's, now */
+		return -1;
+	}
 	if (req == FIONREAD)
-		n = (st == FAB_SWITCHED ? c->rx_limit : c->rx_arrived) - c->rx_consumed;
+		n = (st == FAB_SWITCHED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived) -
+		    c->rx_consumed;
 	else if (req == SIOCOUTQ)
 		n = c->tx_head - c->tx_acked;
 	else {
@@ -776,13 +664,27 @@ short fab_poll(struct shunt_conn *b, short events)
 			REAL(poll)(&p, 1, 0);
 		return (short)((p.revents | POLLIN | POLLRDNORM) & (events | POLLERR | POLLHUP));
 	}
+	if (st == FAB_DEMOTING) {
+		/* The frozen ring, then the socket (fab_recvmsg); writes are
+		 * staged in the tx ring until they can be resent. */
+		struct pollfd p = {__atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE),
+				   POLLIN | POLLRDHUP, 0};
+		if (p.fd >= 0)
+			REAL(poll)(&p, 1, 0);
+		if (c->rx_limit > c->rx_consumed || (p.revents & POLLIN) ||
+		    ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && c->got_demote))
+			r |= POLLIN | POLLRDNORM;
+		if (c->tx_head - c->tx_acked < c->ring && !c->shut_wr)
+			r |= POLLOUT | POLLWRNORM;
+		return (short)(r & (events | POLLERR | POLLHUP));
+	}
 	if (c->rx_arrived > c->rx_consumed)
 		r |= POLLIN | POLLRDNORM;
 	if ((c->peer_shut && c->rx_consumed >= c->peer_shut_at) || c->rd_shut)
 		r |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (st == FAB_UP && !(r & POLLIN) && (c->tcp_hint || c->tcp_eof)) {
 		/* A dead peer: the read finds out and switches. */
-		int t = tcp_peek(c);
+		int t = fab_tcp_peek(c);
 		if (t == 0 || t == -1)
 			r |= POLLIN | POLLRDNORM;
 		else
@@ -827,8 +729,12 @@ int fab_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeo
 	short tev = (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP);
 	if (st == FAB_SWITCHED)
 		tev |= (short)(events & (POLLOUT | POLLWRNORM));
+	if (st == FAB_DEMOTING && c->got_demote && c->tx_acked < c->tx_head)
+		tev |= POLLOUT; /* the resend goes on when the socket has room */
 	out[n++] = (struct pollfd){fd, tev, 0};
-	int limit = -1;
+	/* The exchange is short and moves at each look: look often (epoll
+	 * registers the socket for input only). */
+	int limit = st == FAB_DEMOTING ? 10 : -1;
 	if (st == FAB_OFFERED || st == FAB_ACCEPTING) {
 		/* The passive thread kicks us when the connection is up; the
 		 * offer's deadline is ours to watch. */

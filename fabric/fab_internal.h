@@ -4,6 +4,10 @@
  *                passive endpoints and the thread that answers them
  *   fab_conn.c   control path: offer, connect back, decline, demote, close
  *   fab_data.c   data path: rings, RMA writes, credits, waits, readiness
+ *   fab_switch.c leaving the fabric: DEMOTE exchange, resend over TCP
+ *   fab_watch.c  the thread that moves connections the application is
+ *                not looking at
+ *   fab_lib.c    libfabric itself, loaded by the first connection needing it
  *
  * Wire format (everything the peer sees besides RMA payload): the 32-bit
  * remote CQ data of zero- or more-byte RMA writes, a type in the top
@@ -15,6 +19,15 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+
+/* libfabric is loaded on first use (fab_lib.c), not linked: its functions
+ * that are not inline are ours, forwarding to it.  Before its headers, so
+ * that they declare (and fi_allocinfo calls) these. */
+#define fi_getinfo fab_fi_getinfo
+#define fi_freeinfo fab_fi_freeinfo
+#define fi_dupinfo fab_fi_dupinfo
+#define fi_fabric fab_fi_fabric
+#define fi_strerror fab_fi_strerror
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -76,6 +89,9 @@ enum fab_state {
 	FAB_DECLINED,    /* never up: the client replays its staged bytes */
 	FAB_SWITCHED,    /* on TCP after the demotion exchange */
 	FAB_BROKEN,      /* the endpoint failed with no exchange possible */
+	FAB_DEMOTING,    /* our DEMOTE is out: reads take the ring up to
+			    rx_limit, then the socket; writes are staged until
+			    the peer's DEMOTE, then resent (fab_switch.c) */
 };
 
 struct fab_conn {
@@ -103,6 +119,8 @@ struct fab_conn {
 	int rx_cq_data;           /* remote CQ data consumes a posted receive */
 	size_t tx_depth;          /* operations in flight at most */
 	size_t tx_inflight;
+	int cq_fresh;             /* the last CQ read emptied it, and no write
+				     has skipped the provider since */
 	/* Stream positions, free running. */
 	uint64_t tx_head;         /* written by the application into tx ring */
 	uint64_t tx_posted;       /* handed to the provider */
@@ -120,6 +138,19 @@ struct fab_conn {
 				     from it (the client's first message) */
 	int shut_wr, fin_pending, rd_shut, tcp_eof, tcp_hint;
 	int failed;               /* a provider error was seen */
+	int replaying;            /* DEMOTING: resending from peer_demote */
+	int tcp_taken;            /* DEMOTING: bytes read from the socket */
+	uint64_t demote_end;      /* DEMOTING: reset if not done by then (ms) */
+	uint64_t eof_at;          /* DEMOTING: the socket closed, no DEMOTE */
+	uint64_t relay_at;        /* DEMOTING: positions go through the agents
+				     from then on (fab_switch.c) */
+	int relay_sent;
+	int relay_hint;           /* the watcher saw a relayed position filed */
+	int dead;                 /* test knob: the endpoint is dead both ways */
+	int fail_dead;            /* test knob: ... once fail_after is reached */
+	struct shm_tuple tuple;   /* client, server: names a relayed position */
+	struct sockaddr_storage peer_sa; /* the peer's address (its agent's host) */
+	socklen_t peer_salen;
 	int why;                  /* enum shunt_reason of the demotion */
 	uint64_t deadline;        /* client OFFERED: give up at (ms) */
 	uint8_t token[FAB_TOKEN_LEN];
@@ -149,6 +180,11 @@ int fab_mr_reg(struct fid_domain *d, void *buf, size_t len, uint64_t access,
 uint64_t fab_mr_remote_addr(const void *base, const void *p);
 /* The process's fabric (NULL before the first connection, or in a child). */
 struct fid_fabric *fab_fabric(void);
+/* The process's domain if it is open (NULL before, or in a child). */
+struct fid_domain *fab_domain_of_process(void);
+/* listen() on fd: start libfabric now if this listener may be offered
+ * fabric connections (fab_prov.c). */
+void fab_on_listen(int fd, struct shunt_fd *e);
 /* The process owning the fabric objects (a forked child does not). */
 int fab_is_owner(pid_t pid);
 uint64_t fab_now_ms(void);
@@ -170,6 +206,28 @@ void fab_lock(struct fab_conn *c);
 void fab_unlock(struct fab_conn *c);
 
 /* ---- fab_data.c ----------------------------------------------------------- */
+
+/* ---- fab_watch.c ---------------------------------------------------------- */
+
+/* Have the process's watcher thread move c while the application does not
+ * (c is UP). */
+void fab_watch_add(struct fab_conn *c);
+/* Have the watcher look at c every few ms until its exchange is over (c is
+ * DEMOTING, and its application may not call again). */
+void fab_watch_demoting(struct fab_conn *c);
+
+/* ---- fab_switch.c --------------------------------------------------------- */
+
+/* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
+ * nothing yet. */
+int fab_tcp_peek(struct fab_conn *c);
+/* Start leaving (UP -> DEMOTING, or SWITCHED when the peer has closed). */
+void fab_demote_begin(struct fab_conn *c, int why);
+/* One step of the exchange, never waiting: 1 when the state moved. */
+int fab_demote_step(struct fab_conn *c);
+/* A DEMOTE position the peer relayed through the agents (lock held): 1
+ * when it was taken (got_demote). */
+int fab_relay_check(struct fab_conn *c);
 
 /* Post what the application staged (lock held). */
 void fab_flush(struct fab_conn *c);

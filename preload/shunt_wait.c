@@ -38,20 +38,20 @@ int shunt_remaining_ms(uint64_t deadline_ns)
 	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 }
 
-void shunt_spin_accel(int (*ready)(void *), void *arg)
+int shunt_spin_accel(int (*ready)(void *), void *arg)
 {
 	/* The budget is per blocking call: spin once, then sleep.  Two
 	 * cores: yield now and then so the peer we wait for can run. */
 	uint64_t budget = (uint64_t)shunt_config()->spin_us * 1000;
 	if (!budget)
-		return;
+		return 0;
 	uint64_t t0 = shunt_now_ns();
 	for (unsigned i = 1; !ready(arg); i++) {
 		shunt_cpu_relax();
 		if ((i & 63) == 0) {
 			uint64_t spent = shunt_now_ns() - t0;
 			if (spent >= budget)
-				return;
+				return 0;
 			/* A peer that answers does so within a few microseconds;
 			 * past that, with more runnable threads than cores, it
 			 * may be queued behind us: let it run. */
@@ -59,6 +59,7 @@ void shunt_spin_accel(int (*ready)(void *), void *arg)
 				sched_yield();
 		}
 	}
+	return 1;
 }
 
 /* An epoll fd (see SHUNT_FDF_EPOLL): nested epoll may make part of its
@@ -443,8 +444,10 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 {
 	const struct shunt_transport_ops *ops = c->ops;
 	struct conn_spin a = {c, ev};
-	shunt_spin_accel(conn_ready, &a);
-	if (conn_ready(&a)) {
+	/* Not asked again after a spin that saw it ready: for a transport
+	 * whose readiness test calls into a provider, that is a system call
+	 * between the data and the application. */
+	if (shunt_spin_accel(conn_ready, &a) || conn_ready(&a)) {
 		SHUNT_STAT_ADD(c, spin_hits, 1);
 		return 0;
 	}

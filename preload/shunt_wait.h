@@ -9,8 +9,8 @@
 uint64_t shunt_now_ns(void);
 /* Milliseconds to a deadline (0 = none: -1; past: 0), rounded up. */
 int shunt_remaining_ms(uint64_t deadline_ns);
-/* Spin for the spin_us budget or until ready(arg). */
-void shunt_spin_accel(int (*ready)(void *), void *arg);
+/* Spin for the spin_us budget or until ready(arg): 1 if ready(arg) said so. */
+int shunt_spin_accel(int (*ready)(void *), void *arg);
 /* poll() over a set holding accelerated fds; deadline 0 = none. */
 int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			const sigset_t *mask);

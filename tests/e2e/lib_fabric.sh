@@ -19,8 +19,11 @@ SHUNTD=${SHUNTD:-$(dirname "$SHUNT")/shuntd}
 
 ADDR_A=198.18.0.1
 ADDR_B=198.18.0.2
-# shunt run options of every shim in these tests.
-FAB_OPTS="fabric_provider=tcp"
+# shunt run options of every shim in these tests.  The offer bound is
+# raised from its 500 ms default: these tests assert which transport each
+# connection took, and on a loaded machine a server that accepts three
+# connections in turn can take longer than that to connect back.
+FAB_OPTS="fabric_provider=tcp,offer_timeout_ms=3000"
 
 # fab_hosts: two namespaces NSA, NSB joined by a veth pair.
 fab_hosts() {
@@ -119,3 +122,80 @@ fab_moved_re() {
 
 # The port a server bound, written by --port-file.
 port_of() { cat "$PDIR/${1:-port}"; }
+
+# ---- hold_echo (tests/progs): connections held open across events, driven
+# by commands.  hold_start starts its server on B and its client on A, each
+# reading commands from a fifo (fds 3/4: server in/out, 5/6: client
+# in/out; transcripts in $PDIR/server.out, client.out); sets HOLD_S,
+# HOLD_C (background pids) and HOLD_SPID, HOLD_CPID (the programs').
+hold_start() {
+	local f
+	for f in sin sout cin cout; do
+		rm -f "$PDIR/$f"
+		mkfifo -m 600 "$PDIR/$f"
+	done
+	# Held read-write here so no open blocks (as in e2e_stat.sh).
+	exec 3<>"$PDIR/sin" 4<>"$PDIR/sout" 5<>"$PDIR/cin" 6<>"$PDIR/cout"
+	RUNDIR=$RUN_B
+	_prefix shunt "$E2E_BG_LIFETIME"
+	ip netns exec "$NSB" "${PFX[@]}" "$PROGS/hold_echo" server --host "$ADDR_B" \
+		--port-file "$PDIR/port" \
+		<"$PDIR/sin" >"$PDIR/sout" 2>"$PDIR/server.err" 3>&- 4>&- 5>&- 6>&- &
+	HOLD_S=$!
+	BG_PIDS+=("$HOLD_S")
+	wait_file "$PDIR/port" "$HOLD_S"
+	RUNDIR=$RUN_A
+	_prefix shunt "$E2E_BG_LIFETIME"
+	ip netns exec "$NSA" "${PFX[@]}" "$PROGS/hold_echo" client --host "$ADDR_B" \
+		--port "$(port_of)" \
+		<"$PDIR/cin" >"$PDIR/cout" 2>"$PDIR/client.err" 3>&- 4>&- 5>&- 6>&- &
+	HOLD_C=$!
+	BG_PIDS+=("$HOLD_C")
+	# timeout(1) forks the program: wait until it has.
+	local i
+	for ((i = 0; i < 200; i++)); do
+		HOLD_SPID=$(bg_prog_pid "$HOLD_S")
+		HOLD_CPID=$(bg_prog_pid "$HOLD_C")
+		[[ -n $HOLD_SPID && -n $HOLD_CPID ]] && return 0
+		kill -0 "$HOLD_C" 2>/dev/null || die "hold_echo client exited: $(tail -n 3 "$PDIR/client.err")"
+		sleep 0.05
+	done
+	die "no pids for hold_echo"
+}
+
+# hold_cmd S|C CMD LAST_RE [SECONDS=60]: sends CMD to the server or the
+# client and reads its answer up to the line matching LAST_RE (ERE); the
+# lines are in HOLD_OUT.  Fails if the program exits or stays silent.
+hold_cmd() {
+	local who=$1 cmd=$2 last=$3 secs=${4:-60} in=5 out=6 pid=$HOLD_C name=client line t0=$SECONDS
+	[[ $who == S ]] && in=3 out=4 pid=$HOLD_S name=server
+	echo "$cmd" >&"$in"
+	echo "> $cmd" >>"$PDIR/$name.out"
+	HOLD_OUT=
+	while :; do
+		if read -r -t 1 -u "$out" line; then
+			echo "$line" >>"$PDIR/$name.out"
+			HOLD_OUT+="$line"$'\n'
+			[[ $line =~ $last ]] && return 0
+			continue
+		fi
+		kill -0 "$pid" 2>/dev/null || die "hold_echo $name exited during '$cmd': $(tail -n 3 "$PDIR/$name.err")"
+		((SECONDS - t0 < secs)) || die "hold_echo $name: no '$last' after '$cmd' in ${secs}s"
+	done
+}
+
+# hold_end: EOF to both; each closes its connections and exits 0.
+hold_end() {
+	exec 5>&-
+	wait_exit "$HOLD_C" 30 || die "hold_echo client failed: $(tail -n 3 "$PDIR/client.err")"
+	exec 3>&-
+	wait_exit "$HOLD_S" 30 || die "hold_echo server failed: $(tail -n 3 "$PDIR/server.err")"
+	exec 4>&- 6>&-
+}
+
+# hold_conn_line PORT: the client's decision line for its connection from
+# local port PORT ("transport=X reason=Y").
+hold_conn_line() {
+	log_lines "$(conn_re hold_echo client '[a-z]+' '[a-z-]*')" | grep -F " local=$ADDR_A:$1 " |
+		sed -n 's/.* \(transport=[a-z]* reason=[a-z-]*\)$/\1/p'
+}
