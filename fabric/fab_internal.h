@@ -188,6 +188,8 @@ void fab_on_listen(int fd, struct shunt_fd *e);
 /* The process owning the fabric objects (a forked child does not). */
 int fab_is_owner(pid_t pid);
 uint64_t fab_now_ms(void);
+/* A detached thread of shunt's own, with every signal blocked. */
+int fab_thread_start(void *(*fn)(void *));
 
 /* Offers waiting for their connect-back, by token (fab_conn.c). */
 void fab_offer_add(struct fab_conn *c);

@@ -311,10 +311,8 @@ static void *pep_thread(void *arg)
 	return NULL;
 }
 
-static int start_thread_locked(void)
+int fab_thread_start(void *(*fn)(void *))
 {
-	if (thread_started)
-		return 0;
 	sigset_t all, old;
 	sigfillset(&all);
 	/* The application's signals are not ours to take. */
@@ -323,10 +321,17 @@ static int start_thread_locked(void)
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &a, pep_thread, NULL);
+	int rc = pthread_create(&t, &a, fn, NULL);
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
+	return rc == 0 ? 0 : -1;
+}
+
+static int start_thread_locked(void)
+{
+	if (thread_started)
+		return 0;
+	if (fab_thread_start(pep_thread) < 0)
 		return -1;
 	thread_started = 1;
 	return 0;

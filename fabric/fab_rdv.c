@@ -488,43 +488,49 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 	return r;
 }
 
-/* ---- server: take the filed offer --------------------------------------------------- */
+/* ---- frames the agent filed for us -------------------------------------------- */
+
+/* Read the frame the agent filed at path (mode: also regular, of len
+ * bytes) and decode it as type; 0 with *m filled, -1 when there is none or
+ * it is not that.  mine: it must be ours (offers, chowned to the
+ * listener's uid), and is then removed whatever it held, as it is of no use
+ * to anyone else; a file for another user is left to the agent's sweep. */
+static int take_frame(const char *path, int mine, int type, size_t len, struct agent_msg *m)
+{
+	uint8_t buf[AGENT_FRAME_MAX + 1];
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	ssize_t n = -1;
+	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (!mine || st.st_uid == geteuid());
+	if (ok && (size_t)st.st_size == len)
+		n = REAL(read)(fd, buf, sizeof buf);
+	REAL(close)(fd);
+	if (mine && ok)
+		unlink(path);
+	int why;
+	return n == (ssize_t)len && agent_decode(buf, (size_t)n, m, &why) == (int)n &&
+			       m->type == type
+		       ? 0
+		       : -1;
+}
 
 int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o)
 {
 	char key[32], path[SHUNT_PATH_MAX];
-	uint8_t buf[AGENT_FRAME_MAX + 1];
 	struct agent_msg m;
-	int rc = -1;
 	if (!rundir)
 		return -1;
 	shm_tuple_key(t, key, sizeof key);
 	if ((size_t)snprintf(path, sizeof path, "%s/f/%s", rundir, key) >= sizeof path)
 		return -1;
 	SHUNT_GUARD_ENTER();
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		goto out;
-	struct stat st;
-	ssize_t n = -1;
-	/* Filed by the agent for us: ours (the agent chowns it to the
-	 * listener's uid), a regular file, exactly one OFFER frame long.  One
-	 * for another user is left alone (the agent sweeps it); ours is
-	 * removed, taken or bad, as it is of no use to anyone else. */
-	int mine = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
-	if (mine && st.st_size == AGENT_HDR_LEN + AGENT_OFFER_LEN)
-		n = REAL(read)(fd, buf, sizeof buf);
-	REAL(close)(fd);
-	if (mine)
-		unlink(path);
-	int why;
-	if (n != AGENT_HDR_LEN + AGENT_OFFER_LEN ||
-	    agent_decode(buf, (size_t)n, &m, &why) != (int)n || m.type != AGENT_OFFER ||
-	    memcmp(&m.u.offer.tuple, t, sizeof *t))
-		goto out;
-	*o = m.u.offer;
-	rc = 0;
-out:
+	int rc = take_frame(path, 1, AGENT_OFFER, AGENT_HDR_LEN + AGENT_OFFER_LEN, &m);
+	if (rc == 0 && memcmp(&m.u.offer.tuple, t, sizeof *t))
+		rc = -1;
+	if (rc == 0)
+		*o = m.u.offer;
 	SHUNT_GUARD_LEAVE();
 	return rc;
 }
@@ -563,9 +569,7 @@ int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client
 		       const uint8_t token[FAB_TOKEN_LEN], uint64_t *pos)
 {
 	char key[32], path[SHUNT_PATH_MAX];
-	uint8_t buf[AGENT_FRAME_MAX + 1];
 	struct agent_msg m;
-	int rc = -1;
 	if (!rundir)
 		return -1;
 	shm_tuple_key(t, key, sizeof key);
@@ -573,27 +577,17 @@ int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client
 	    sizeof path)
 		return -1;
 	SHUNT_GUARD_ENTER();
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		goto out;
-	struct stat st;
-	ssize_t n = -1;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_size == AGENT_HDR_LEN + AGENT_RELAY_LEN)
-		n = REAL(read)(fd, buf, sizeof buf);
-	REAL(close)(fd);
-	int why;
 	/* Only the connection's own token counts: anything else is left to
 	 * the agent's sweep. */
-	if (n != AGENT_HDR_LEN + AGENT_RELAY_LEN ||
-	    agent_decode(buf, (size_t)n, &m, &why) != (int)n || m.type != AGENT_RELAY ||
-	    memcmp(&m.u.relay.tuple, t, sizeof *t) || m.u.relay.to_client != !!client ||
-	    memcmp(m.u.relay.token, token, FAB_TOKEN_LEN))
-		goto out;
-	unlink(path);
-	*pos = m.u.relay.pos;
-	rc = 0;
-out:
+	int rc = take_frame(path, 0, AGENT_RELAY, AGENT_HDR_LEN + AGENT_RELAY_LEN, &m);
+	if (rc == 0 && (memcmp(&m.u.relay.tuple, t, sizeof *t) ||
+			m.u.relay.to_client != !!client ||
+			memcmp(m.u.relay.token, token, FAB_TOKEN_LEN)))
+		rc = -1;
+	if (rc == 0) {
+		unlink(path);
+		*pos = m.u.relay.pos;
+	}
 	SHUNT_GUARD_LEAVE();
 	return rc;
 }

@@ -18,7 +18,6 @@
  * WATCH_REARM_MS until it is done (its resend waits on the socket, which
  * the completion fd does not show). */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,18 +258,7 @@ static int start_locked(void)
 			inofd = -1;
 		}
 	}
-	sigset_t all, old;
-	sigfillset(&all);
-	/* The application's signals are not ours to take. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &a, watch_thread, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
+	if (fab_thread_start(watch_thread) < 0) {
 		shunt_fd_release(epfd);
 		epfd = -1;
 		return -1;

@@ -151,12 +151,17 @@ hold_start() {
 		<"$PDIR/cin" >"$PDIR/cout" 2>"$PDIR/client.err" 3>&- 4>&- 5>&- 6>&- &
 	HOLD_C=$!
 	BG_PIDS+=("$HOLD_C")
-	# timeout(1) forks the program: wait until it has.
+	# timeout(1) forks the program: wait until it has, and the child has
+	# become hold_echo (a pid read earlier may be a passing process).
 	local i
 	for ((i = 0; i < 200; i++)); do
 		HOLD_SPID=$(bg_prog_pid "$HOLD_S")
 		HOLD_CPID=$(bg_prog_pid "$HOLD_C")
-		[[ -n $HOLD_SPID && -n $HOLD_CPID ]] && return 0
+		if [[ -n $HOLD_SPID && -n $HOLD_CPID &&
+			$(cat "/proc/$HOLD_SPID/comm" 2>/dev/null) == hold_echo &&
+			$(cat "/proc/$HOLD_CPID/comm" 2>/dev/null) == hold_echo ]]; then
+			return 0
+		fi
 		kill -0 "$HOLD_C" 2>/dev/null || die "hold_echo client exited: $(tail -n 3 "$PDIR/client.err")"
 		sleep 0.05
 	done
