@@ -318,6 +318,9 @@ static int check_moves(struct fab_conn *c)
 	}
 	if (st != FAB_UP)
 		return 0;
+	if (__atomic_load_n(&c->relay_hint, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->relay_hint, 0, __ATOMIC_ACQ_REL))
+		fab_relay_check(c); /* the watcher saw the peer's position filed */
 	progress(c, 0);
 	if (c->got_demote || c->failed) {
 		fab_demote_begin(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);

@@ -73,7 +73,10 @@ static int ref(struct fab_conn *c)
 static int drive(struct fab_conn *c)
 {
 	if (__atomic_exchange_n(&c->lock, 1, __ATOMIC_ACQUIRE))
-		return 0; /* the application is in it: it moves it */
+		/* The application is in it: it moves it.  A relayed position
+		 * is looked at again soon all the same (the application
+		 * takes it too, at its next call, but may not make one). */
+		return __atomic_load_n(&c->relay_hint, __ATOMIC_ACQUIRE) != 0;
 	int st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	if ((st == FAB_UP || st == FAB_DEMOTING) &&
 	    __atomic_exchange_n(&c->relay_hint, 0, __ATOMIC_ACQ_REL))
