@@ -41,22 +41,9 @@ static inline int state_of(struct fab_conn *c)
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 }
 
-/* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
- * nothing yet. */
 int fab_tcp_peek(struct fab_conn *c)
 {
-	char b;
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (fd < 0)
-		return -2;
-	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (r > 0)
-		return 1;
-	if (r == 0) {
-		c->tcp_eof = 1;
-		return 0;
-	}
-	return errno == EAGAIN || errno == EINTR ? -2 : -1;
+	return shunt_tcp_peek(&c->base, &c->tcp_eof);
 }
 
 /* While our resend waits for room, the peer may be resending too and be

@@ -448,6 +448,22 @@ void shunt_conn_before_exec(void)
 		shunt_fd_foreach(SHUNT_FD_ACCEL, exec_demote, NULL);
 }
 
+int shunt_tcp_peek(struct shunt_conn *c, int *eof)
+{
+	char b;
+	int fd = __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return -2;
+	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r > 0)
+		return 1;
+	if (r == 0) {
+		*eof = 1;
+		return 0;
+	}
+	return errno == EAGAIN || errno == EINTR ? -2 : -1;
+}
+
 ssize_t shunt_broken_pipe(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL))

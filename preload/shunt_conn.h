@@ -138,6 +138,11 @@ static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
  * MSG_NOSIGNAL, then -1/EPIPE, as the kernel does. */
 ssize_t shunt_broken_pipe(int flags);
 
+/* What c's TCP socket says, without consuming it: 1 bytes waiting, 0 EOF
+ * (and *eof = 1), -1 an error (errno), -2 nothing yet or the number was
+ * closed in another thread. */
+int shunt_tcp_peek(struct shunt_conn *c, int *eof);
+
 /* Drop a reference; the last one frees the transport's resources. */
 void shunt_conn_put(struct shunt_conn *c);
 

@@ -62,25 +62,12 @@ static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
 		shm_wake_role(c, role);
 }
 
-/* What the TCP socket says, without consuming: 1 bytes waiting (a
- * demotion's replay, or a peer that never ran shunt), 0 EOF, -1 error
- * (errno), -2 nothing. */
+/* The socket (shunt_tcp_peek): bytes waiting are a demotion's replay, or
+ * a peer that never ran shunt; a number closed in another thread answers
+ * -2, and the rings still work. */
 static int tcp_peek(struct shm_conn *c)
 {
-	char b;
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (fd < 0)
-		return -2; /* closed in another thread: the rings still work */
-	ssize_t r = REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (r > 0)
-		return 1;
-	if (r == 0) {
-		c->tcp_eof = 1;
-		return 0;
-	}
-	if (errno == EAGAIN || errno == EINTR)
-		return -2;
-	return -1;
+	return shunt_tcp_peek(&c->base, &c->tcp_eof);
 }
 
 /* The peer left the rings: the state moved on, or a client's offer found a
