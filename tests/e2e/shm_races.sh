@@ -349,7 +349,10 @@ t_portchurn() {
 		die "cannot set the port range in $NETNS"
 	MODE=plain
 	shm_phase portchurn-fill plain
-	bg_in "$NETNS" server "$PROGS/conn_churn" server --mode loop --conns $fill --port-file "$PDIR/port"
+	# Servers listen below the range: an ephemeral port for the listener
+	# may not be left once the clients have used them all.
+	bg_in "$NETNS" server "$PROGS/conn_churn" server --mode loop --conns $fill --port 39001 \
+		--port-file "$PDIR/port"
 	local spid=$BG_PID
 	wait_file "$PDIR/port" "$spid"
 	run_in "$NETNS" "$PROGS/conn_churn" client --mode loop --conns $fill --port "$(cat "$PDIR/port")" \
@@ -362,10 +365,12 @@ t_portchurn() {
 	# what is left, 300 more than the free ports.)
 	[[ $tw -ge 2000 ]] || die "the scenario needs >= 2000 of 5000 ports in TIME_WAIT, found $tw"
 	n=$((5000 - tw + 300))
+	local lport=39002
 	for MODE in shunt plain; do
 		shm_phase "portchurn-$MODE" "$MODE"
 		local t0=$SECONDS
-		bg_in "$NETNS" server "$PROGS/conn_churn" server --mode loop --conns $n --port-file "$PDIR/port"
+		bg_in "$NETNS" server "$PROGS/conn_churn" server --mode loop --conns $n --port $((lport++)) \
+			--port-file "$PDIR/port"
 		spid=$BG_PID
 		wait_file "$PDIR/port" "$spid"
 		run_in "$NETNS" "$PROGS/conn_churn" client --mode loop --conns $n --port "$(cat "$PDIR/port")" \
