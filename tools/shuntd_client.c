@@ -127,40 +127,47 @@ static void reply_error(struct client *c, int code, enum shuntd_err e)
 	c->closing = 1;
 }
 
-/* The offer's client address must be the address this agent connection
- * comes from: a peer can only offer for its own connections. */
-static int offer_from_peer(const struct client *c, const struct fab_offer *o)
+/* The agent connection comes from the host at want (IPv4 as mapped IPv6):
+ * a peer speaks only for its own connections.  Local shims reach the Unix
+ * socket only through the rundir's permissions. */
+static int from_host(const struct client *c, const uint8_t want[16])
 {
 	uint8_t a[16];
 	uint16_t port;
 	if (c->is_unix)
 		return 1;
 	return shm_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
-	       !memcmp(a, o->tuple.caddr, 16);
+	       !memcmp(a, want, 16);
 }
 
-static void to_sockaddr(const uint8_t a[16], uint16_t port, struct sockaddr_in6 *s6)
+/* a:port as a socket address, a mapped IPv4 address as what it is (the
+ * registry is keyed so). */
+static const struct sockaddr *as_sockaddr(const uint8_t a[16], uint16_t port,
+					  struct sockaddr_storage *ss)
 {
-	memset(s6, 0, sizeof *s6);
-	s6->sin6_family = AF_INET6;
-	memcpy(&s6->sin6_addr, a, 16);
-	s6->sin6_port = htons(port);
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	memset(ss, 0, sizeof *ss);
+	if (!memcmp(a, v4mapped, sizeof v4mapped)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a + 12, 4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a, 16);
+	}
+	return (const struct sockaddr *)ss;
 }
 
 static void do_offer(struct client *c, const struct fab_offer *o)
 {
 	struct agent_msg m = {.type = AGENT_OFFER_ANSWER};
-	struct sockaddr_in6 s6;
+	struct sockaddr_storage ss;
 	unsigned uid = 0;
-	/* A mapped IPv4 address is looked up as what it is. */
-	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(o->tuple.sport)};
-	const struct sockaddr *dst = (const struct sockaddr *)&s6;
-	to_sockaddr(o->tuple.saddr, o->tuple.sport, &s6);
-	if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-		memcpy(&s4.sin_addr, o->tuple.saddr + 12, 4);
-		dst = (const struct sockaddr *)&s4;
-	}
-	if (!offer_from_peer(c, o)) {
+	const struct sockaddr *dst = as_sockaddr(o->tuple.saddr, o->tuple.sport, &ss);
+	if (!from_host(c, o->tuple.caddr)) {
 		m.u.status = AGENT_ST_REFUSED;
 		shuntd.n.offers[SO_REFUSED]++;
 	} else if (!shm_registry_lookup_uid(shuntd.rundir, dst, &uid)) {
@@ -182,14 +189,8 @@ static void do_offer(struct client *c, const struct fab_offer *o)
 static void do_query(struct client *c, const struct agent_msg *q)
 {
 	struct agent_msg m = {.type = AGENT_QUERY_ANSWER};
-	struct sockaddr_in6 s6;
-	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(q->u.query.port)};
-	const struct sockaddr *dst = (const struct sockaddr *)&s6;
-	to_sockaddr(q->u.query.addr, q->u.query.port, &s6);
-	if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-		memcpy(&s4.sin_addr, q->u.query.addr + 12, 4);
-		dst = (const struct sockaddr *)&s4;
-	}
+	struct sockaddr_storage ss;
+	const struct sockaddr *dst = as_sockaddr(q->u.query.addr, q->u.query.port, &ss);
 	int live = shm_registry_lookup(shuntd.rundir, dst);
 	shuntd.n.queries[live]++;
 	m.u.status = live ? AGENT_ST_OK : AGENT_ST_NO_LISTENER;
@@ -204,23 +205,13 @@ static void do_query(struct client *c, const struct agent_msg *q)
 static void do_relay(struct client *c, const struct agent_relay *r)
 {
 	struct agent_msg m = {.type = AGENT_RELAY_ANSWER, .u.status = AGENT_ST_REFUSED};
-	uint8_t a[16];
-	uint16_t port;
 	unsigned uid = (unsigned)geteuid();
 	struct stat st;
-	int from_peer = c->is_unix ||
-			(shm_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
-			 !memcmp(a, r->to_client ? r->tuple.saddr : r->tuple.caddr, 16));
+	struct sockaddr_storage ss;
+	int from_peer = from_host(c, r->to_client ? r->tuple.saddr : r->tuple.caddr);
 	if (!r->to_client) {
-		struct sockaddr_in6 s6;
-		struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(r->tuple.sport)};
-		const struct sockaddr *dst = (const struct sockaddr *)&s6;
-		to_sockaddr(r->tuple.saddr, r->tuple.sport, &s6);
-		if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-			memcpy(&s4.sin_addr, r->tuple.saddr + 12, 4);
-			dst = (const struct sockaddr *)&s4;
-		}
-		if (!shm_registry_lookup_uid(shuntd.rundir, dst, &uid))
+		if (!shm_registry_lookup_uid(shuntd.rundir,
+					     as_sockaddr(r->tuple.saddr, r->tuple.sport, &ss), &uid))
 			from_peer = 0;
 	} else if (stat(shuntd.rundir, &st) == 0) {
 		uid = st.st_uid;
