@@ -434,10 +434,14 @@ struct conn_spin {
 	short ev;
 };
 
+/* Ready, or no longer on the transport: a poll() that hands the connection
+ * to the kernel path answers 0 ("ask the kernel"), and the caller must then
+ * go to the socket rather than sleep on wake fds nobody will signal again. */
 static int conn_ready(void *p)
 {
 	struct conn_spin *a = p;
-	return a->c->ops->poll(a->c, a->ev) != 0;
+	return a->c->ops->poll(a->c, a->ev) != 0 ||
+	       __atomic_load_n(&a->c->finished, __ATOMIC_ACQUIRE);
 }
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
@@ -472,7 +476,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 			timeout = (int)(dl - now);
 		}
 		int n = ops->arm(c, ev, p, &timeout);
-		if (ops->poll(c, ev)) {
+		if (conn_ready(&a)) {
 			ops->disarm(c, ev, p, 0);
 			return 0;
 		}

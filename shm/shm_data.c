@@ -76,8 +76,14 @@ static int moved_on(struct shm_conn *c)
 {
 	uint32_t st = state_of(c);
 	if (st >= SHM_DEMOTING) {
+		/* A server that committed has written its pid (before the
+		 * demoting CAS, which releases it); one that refused never
+		 * does.  Our own flag may have missed a short COMMITTED. */
 		if (!c->why)
-			c->why = c->committed ? SHUNT_R_PEER_DEMOTED : SHUNT_R_DECLINED;
+			c->why = c->committed || __atomic_load_n(&c->hdr->pid[SHM_SERVER],
+								 __ATOMIC_RELAXED)
+					 ? SHUNT_R_PEER_DEMOTED
+					 : SHUNT_R_DECLINED;
 		shm_switch(c);
 		return 1;
 	}
