@@ -901,7 +901,15 @@ static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
 	shm_lock(&c->rx.ctl->rlock);
 	struct iovec v[2];
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
-	int gone = __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) || !peer_alive(c);
+	/* The close flag is only a hint: it is also set when this very
+	 * process (a child about to exec) closes its copy of the other end
+	 * while the peer lives on elsewhere.  Only a dead wake socket, or the
+	 * FIN of the last close, says nobody is left to resend. */
+	int gone = !peer_alive(c);
+	if (!gone && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE)) {
+		int t = shunt_tcp_peek(&c->base, &c->tcp_eof);
+		gone = t == 0 || t == -1;
+	}
 	size_t n = st == SHM_COMMITTED && gone && shm_ring_sane(&c->rx) ? shm_ring_unread(&c->rx, v)
 									  : 0;
 	if (n && (sp = shunt_spill_new(&c->base, v, 2, why)) != NULL)
