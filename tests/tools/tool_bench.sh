@@ -13,8 +13,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/shunt-tool-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: tool_bench: $*"; exit 1; }
 
+# TOOL_BENCH_PINNED=0: as users run it first, not pinned; else each side
+# on a CPU of its own (where there are two).
 cpus=()
-(($(nproc) >= 2)) && cpus=(--cpus 0,1)
+[[ ${TOOL_BENCH_PINNED:-1} == 1 ]] && (($(nproc) >= 2)) && cpus=(--cpus 0,1)
 rc=0
 "$SHUNT" bench --rounds 1 --duration 0.1 --warmup 100 --sizes 64,512 --connects 200 \
 	"${cpus[@]}" --csv "$tmp/b.csv" --plot "$tmp/b.svg" >"$tmp/out" 2>"$tmp/err" || rc=$?
