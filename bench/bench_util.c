@@ -14,6 +14,25 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void sleep_until_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+int64_t proc_cpu_ns(pid_t pid)
+{
+	clockid_t clk = CLOCK_PROCESS_CPUTIME_ID;
+	struct timespec ts;
+	if (pid && clock_getcpuclockid(pid, &clk) != 0)
+		return -1;
+	if (clock_gettime(clk, &ts) != 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int parse_u64(const char *s, uint64_t *out, int suffixes)
 {
 	char *end;

@@ -5,9 +5,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
+
+/* Sleep until CLOCK_MONOTONIC reads ns (at once when that has passed): the
+ * common start of clients run at the same time (--start-at). */
+void sleep_until_ns(uint64_t ns);
+
+/* CPU time (user + system, every thread, live or exited) process pid has
+ * used so far, in ns, from its CPU-time clock (clock_getcpuclockid: ns
+ * precision, where /proc/PID/stat counts 10 ms ticks); 0: this process.
+ * -1 when there is no such process. */
+int64_t proc_cpu_ns(pid_t pid);
 
 /* A decimal count; with suffixes, k/m/g (binary, optional "iB"/"B").
  * 0 or -1. */

@@ -5,6 +5,9 @@
  *                            [--warmup N] [--ring BYTES] [--cpu A,B] [--cdf]
  *   shunt-ringbench stream   [--size BYTES] (--duration SEC | --iters N)
  *                            [--ring BYTES] [--cpu A,B]
+ *   shunt-ringbench idle     --duration SEC [--ring BYTES] [--cpu A,B]
+ * each also [--start-at NS] (shunt-tcpbench's: both processes start
+ * measuring when CLOCK_MONOTONIC reads NS).
  *
  * Two processes (fork) and two SPSC rings (shm/shm_ring.c), one per
  * direction, in one MAP_SHARED memfd; no sockets, no syscalls on the data
@@ -22,6 +25,10 @@
  *             the TCP server), checks the sequence number at the start of
  *             every message and answers with the byte count in ring 1.  The
  *             time runs from the first write to the count.
+ *   idle:     one round trip, then no message for --duration seconds while
+ *             both processes wait, polling as every wait here does: the CPU
+ *             they use meanwhile (the parent's and the child's CPU-time
+ *             clocks) is what an idle raw ring costs.
  *   --ring    bytes per ring, a power of two (default 1 MiB)
  *   --cpu A,B pin the parent to CPU A and the child to CPU B
  *   --cdf     pingpong: also print the latency distribution (bench_util.h)
@@ -29,6 +36,7 @@
  * Output, one machine-readable line on stdout (the shunt-tcpbench format):
  *   pingpong size=64 iters=N p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=...
  *   stream size=65536 bytes=... seconds=... gbps=... MBps=...
+ *   idle seconds=... self_cpu_us=... peer_cpu_us=...
  * Exit status: 0 ok, 1 error (data mismatch included), 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -457,6 +465,38 @@ static int client_stream(struct end *e, uint32_t size, uint64_t iters,
 	return 0;
 }
 
+/* An idle pair (see the top): the parent waits for a message that does not
+ * come, the child for the next one (serve_pingpong). */
+static int client_idle(struct end *e, double duration)
+{
+	char out[64], in[64];
+	memset(out, 0xa5, sizeof(out));
+	if (round_trip(e, out, in, sizeof(out), 0) != 0)
+		return -1;
+	int64_t self0 = proc_cpu_ns(0), peer0 = proc_cpu_ns(e->peer);
+	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(duration * 1e9), t1;
+	unsigned polls = 0;
+	while ((t1 = now_ns()) < end) {
+		if (shm_ring_used(&e->rx)) {
+			err("idle: the child sent something");
+			return -1;
+		}
+		if (idle(e, &polls) != 0) {
+			err("child died");
+			return -1;
+		}
+	}
+	int64_t self1 = proc_cpu_ns(0), peer1 = proc_cpu_ns(e->peer);
+	shut_tx(e);
+	if (self0 < 0 || peer0 < 0 || self1 < 0 || peer1 < 0) {
+		err("idle: no CPU-time clock for the child");
+		return -1;
+	}
+	printf("idle seconds=%.6f self_cpu_us=%.3f peer_cpu_us=%.3f\n", (double)(t1 - t0) / 1e9,
+	       (double)(self1 - self0) / 1e3, (double)(peer1 - peer0) / 1e3);
+	return 0;
+}
+
 /* ---- argument parsing --------------------------------------------------- */
 
 
@@ -495,17 +535,21 @@ static void usage(FILE *f)
 		"usage: " PROG " pingpong [--size BYTES] (--duration SEC | --iters N)\n"
 		"                       [--warmup N] [--ring BYTES] [--cpu A,B] [--cdf]\n"
 		"       " PROG " stream [--size BYTES] (--duration SEC | --iters N)\n"
-		"                       [--ring BYTES] [--cpu A,B]\n");
+		"                       [--ring BYTES] [--cpu A,B]\n"
+		"       " PROG " idle --duration SEC [--ring BYTES] [--cpu A,B]\n"
+		"each also [--start-at NS]\n");
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || (strcmp(argv[1], "pingpong") && strcmp(argv[1], "stream"))) {
+	if (argc < 2 || (strcmp(argv[1], "pingpong") && strcmp(argv[1], "stream") &&
+			 strcmp(argv[1], "idle"))) {
 		int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
 		usage(help ? stdout : stderr);
 		return help ? 0 : 2;
 	}
-	int pp = !strcmp(argv[1], "pingpong");
+	/* the child of an idle pair echoes, as in a ping-pong */
+	int is_idle = !strcmp(argv[1], "idle"), pp = is_idle || !strcmp(argv[1], "pingpong");
 	argc--;
 	argv++;
 
@@ -517,9 +561,10 @@ int main(int argc, char **argv)
 		{ "ring", required_argument, NULL, 'r' },
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "cdf", no_argument, NULL, 'f' },
+		{ "start-at", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t size = 0, iters = 0, warmup = 1000, ring = 1u << 20;
+	uint64_t size = 0, iters = 0, warmup = 1000, ring = 1u << 20, start_at = 0;
 	double duration = 0;
 	int have_iters = 0, cpu[2] = { -1, -1 }, cdf = 0, o;
 	char *end;
@@ -570,6 +615,13 @@ int main(int argc, char **argv)
 		case 'f':
 			cdf = 1;
 			break;
+		case 'S':
+			if (parse_u64(optarg, &start_at, 0)) {
+				err("--start-at: expected CLOCK_MONOTONIC nanoseconds, got '%s'",
+				    optarg);
+				return 2;
+			}
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -581,6 +633,10 @@ int main(int argc, char **argv)
 	}
 	if (have_iters && duration > 0) {
 		err("--duration and --iters exclude each other");
+		return 2;
+	}
+	if (is_idle && (have_iters || !(duration > 0))) {
+		err("idle: --duration SEC says how long the pair stays idle");
 		return 2;
 	}
 	if (!size)
@@ -612,6 +668,7 @@ int main(int argc, char **argv)
 			_exit(1);
 		}
 		__atomic_store_n(&sh->child_ready, 1, __ATOMIC_RELEASE);
+		sleep_until_ns(start_at); /* not polling while the others start */
 		int rc = pp ? serve_pingpong(&e, (uint32_t)size)
 			    : serve_stream(&e, (uint32_t)size);
 		_exit(rc ? 1 : 0);
@@ -628,7 +685,10 @@ int main(int argc, char **argv)
 			rc = -1;
 		}
 	}
-	if (rc == 0)
+	sleep_until_ns(start_at);
+	if (rc == 0 && is_idle)
+		rc = client_idle(&e, duration);
+	else if (rc == 0)
 		rc = pp ? client_pingpong(&e, (uint32_t)size, iters, duration, warmup, cdf)
 			: client_stream(&e, (uint32_t)size, iters, duration);
 	else

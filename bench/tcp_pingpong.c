@@ -2,9 +2,9 @@
  *
  *   shunt-tcpbench server (--port P [--bind ADDR] | --unix PATH) [--once]
  *   shunt-tcpbench client (--host H --port P | --unix PATH)
- *                         --mode pingpong|stream|connect
+ *                         --mode pingpong|stream|connect|idle
  *                         --size BYTES (--duration SEC | --iters N) [--warmup N]
- *                         [--cdf]
+ *                         [--cdf] [--start-at NS] [--peer-pid PID]
  *
  * Ordinary blocking sockets and read/write/recv/send, so that under
  * LD_PRELOAD=libshunt.so every data call goes through the interposed libc
@@ -23,11 +23,22 @@
  *             down its sending side; the server counts what it read and
  *             answers with the 8-byte count, so the reported figure is what
  *             arrived.  The time runs from the first write to the count.
+ *   idle:     a ping-pong connection that, after one round trip (so both
+ *             ends have set it up), carries nothing for --duration seconds
+ *             while the client waits for data in poll() and the server in
+ *             read(): the CPU both processes use meanwhile is what an idle
+ *             connection costs (the client's own, and with --peer-pid the
+ *             server's, read from their CPU-time clocks).
+ *
+ * --start-at NS: start measuring (after connecting) when CLOCK_MONOTONIC
+ * reads NS, so that clients started one after the other run at once
+ * (shunt bench's oversubscribed placement).
  *
  * Output, one machine-readable line on stdout:
  *   pingpong size=64 iters=N p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=...
  *   stream size=65536 bytes=... seconds=... gbps=... MBps=...
  *   connect iters=N p50_us=... p99_us=... rate=...
+ *   idle seconds=... self_cpu_us=... [peer_cpu_us=...]
  * plus, with --cdf, a "cdf size=... points=Q:US,..." line (bench_util.h).
  * connect mode: --iters is the number of connections (default 1000);
  * with --duration as well, it stops at whichever comes first.
@@ -38,6 +49,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -444,7 +456,7 @@ static int round_trip(int fd, char *out, char *in, uint32_t size, uint64_t seq)
  * 64-byte round trip + close, the cost a short-lived client pays per
  * connection. */
 static int client_connect(const char *host, const char *port, const char *path,
-			  uint64_t iters, double duration)
+			  uint64_t iters, double duration, uint64_t start_at)
 {
 	struct target t;
 	if (resolve(host, port, path, &t) != 0)
@@ -453,6 +465,7 @@ static int client_connect(const char *host, const char *port, const char *path,
 	char out[64], in[64];
 	struct hdr h = { htonl(MAGIC), htonl(MODE_PINGPONG), htonl(sizeof(out)), 0 };
 	int rc = 0;
+	sleep_until_ns(start_at);
 	uint64_t t_all = now_ns(), n = 0,
 		 deadline = duration > 0 ? t_all + (uint64_t)(duration * 1e9) : 0;
 	for (uint64_t i = 0; lat && i < iters; i++) {
@@ -593,6 +606,49 @@ static int client_stream(int fd, uint32_t size, uint64_t iters,
 	return 0;
 }
 
+/* An idle connection (see the top): one round trip, then nothing for
+ * duration seconds while waiting for data, as a client of a quiet server
+ * does.  Nothing may arrive meanwhile. */
+static int client_idle(int fd, double duration, pid_t peer)
+{
+	char out[64], in[64];
+	set_nodelay(fd);
+	memset(out, 0xa5, sizeof(out));
+	if (round_trip(fd, out, in, sizeof(out), 0) != 0) {
+		err("client: idle: first round trip: %s", strerror(errno));
+		return -1;
+	}
+	int64_t self0 = proc_cpu_ns(0), peer0 = peer > 0 ? proc_cpu_ns(peer) : -1;
+	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(duration * 1e9), t1;
+	while ((t1 = now_ns()) < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, (int)((end - t1 + 999999) / 1000000));
+		if (n < 0 && errno != EINTR) {
+			err("client: idle: poll: %s", strerror(errno));
+			return -1;
+		}
+		if (n > 0) {
+			err("client: idle: the server sent something (revents 0x%x)", p.revents);
+			return -1;
+		}
+	}
+	int64_t self1 = proc_cpu_ns(0), peer1 = peer > 0 ? proc_cpu_ns(peer) : -1;
+	if (peer > 0 && (peer0 < 0 || peer1 < 0)) {
+		err("client: idle: no CPU-time clock for process %d", (int)peer);
+		return -1;
+	}
+	char c;
+	shutdown(fd, SHUT_WR);
+	while (recv(fd, &c, 1, 0) < 0 && errno == EINTR)
+		;
+	printf("idle seconds=%.6f self_cpu_us=%.3f", (double)(t1 - t0) / 1e9,
+	       (double)(self1 - self0) / 1e3);
+	if (peer > 0)
+		printf(" peer_cpu_us=%.3f", (double)(peer1 - peer0) / 1e3);
+	printf("\n");
+	return 0;
+}
+
 static int client_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -605,10 +661,12 @@ static int client_main(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "unix", required_argument, NULL, 'u' },
 		{ "cdf", no_argument, NULL, 'c' },
+		{ "start-at", required_argument, NULL, 'S' },
+		{ "peer-pid", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *host = "127.0.0.1", *port = NULL, *mode = "pingpong", *path = NULL;
-	uint64_t size = 0, iters = 0, warmup = 1000, pv;
+	uint64_t size = 0, iters = 0, warmup = 1000, pv, start_at = 0, peer = 0;
 	double duration = 0;
 	int have_iters = 0, cdf = 0, o;
 	char *end;
@@ -649,28 +707,46 @@ static int client_main(int argc, char **argv)
 			break;
 		case 'u': path = optarg; break;
 		case 'c': cdf = 1; break;
+		case 'S':
+			if (parse_u64(optarg, &start_at, 0)) {
+				err("--start-at: expected CLOCK_MONOTONIC nanoseconds, got '%s'",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			if (parse_u64(optarg, &peer, 0) || !peer || peer > INT32_MAX) {
+				err("--peer-pid: expected a process id, got '%s'", optarg);
+				return 2;
+			}
+			break;
 		default:
 			return 2;
 		}
 	}
 	unix_mode = path != NULL;
-	int pp = !strcmp(mode, "pingpong");
+	int pp = !strcmp(mode, "pingpong"), idle = !strcmp(mode, "idle");
 	if (!strcmp(mode, "connect")) {
 		if (!port && !path)
 			return 2;
 		return client_connect(host, port, path, have_iters ? iters : 1000,
-				      duration) ? 1 : 0;
+				      duration, start_at) ? 1 : 0;
 	}
-	if (!pp && strcmp(mode, "stream")) {
-		err("--mode: expected pingpong, stream or connect, got '%s'", mode);
+	if (!pp && !idle && strcmp(mode, "stream")) {
+		err("--mode: expected pingpong, stream, connect or idle, got '%s'", mode);
+		return 2;
+	}
+	if (idle && !(duration > 0)) {
+		err("--mode idle: --duration SEC says how long the connection stays idle");
 		return 2;
 	}
 	if ((path ? port != NULL
 		  : !port || parse_u64(port, &pv, 0) || pv == 0 || pv > 65535) ||
 	    optind != argc) {
 		err("usage: " PROG " client (--host H --port P | --unix PATH)"
-		    " --mode pingpong|stream --size BYTES (--duration SEC | --iters N)"
-		    " [--warmup N] [--cdf]");
+		    " --mode pingpong|stream|connect|idle --size BYTES"
+		    " (--duration SEC | --iters N) [--warmup N] [--cdf] [--start-at NS]"
+		    " [--peer-pid PID]");
 		return 2;
 	}
 	if (have_iters && duration > 0) {
@@ -689,16 +765,21 @@ static int client_main(int argc, char **argv)
 	int fd = path ? connect_unix(path) : connect_to(host, port);
 	if (fd < 0)
 		return 1;
-	struct hdr h = { htonl(MAGIC), htonl(pp ? MODE_PINGPONG : MODE_STREAM),
-			 htonl((uint32_t)size), 0 };
+	/* an idle connection is a ping-pong one that stops after a message */
+	struct hdr h = { htonl(MAGIC), htonl(pp || idle ? MODE_PINGPONG : MODE_STREAM),
+			 htonl(idle ? 64u : (uint32_t)size), 0 };
 	int rc;
 	if (write_full(fd, &h, sizeof(h), 1) != 0) {
 		err("client: header: %s", strerror(errno));
 		rc = -1;
-	} else if (pp) {
-		rc = client_pingpong(fd, (uint32_t)size, iters, duration, warmup, cdf);
 	} else {
-		rc = client_stream(fd, (uint32_t)size, iters, duration);
+		sleep_until_ns(start_at);
+		if (idle)
+			rc = client_idle(fd, duration, (pid_t)peer);
+		else if (pp)
+			rc = client_pingpong(fd, (uint32_t)size, iters, duration, warmup, cdf);
+		else
+			rc = client_stream(fd, (uint32_t)size, iters, duration);
 	}
 	close(fd);
 	if (fflush(stdout) != 0) {
@@ -722,8 +803,8 @@ int main(int argc, char **argv)
 	fprintf(help ? stdout : stderr,
 		"usage: " PROG " server (--port P [--bind ADDR] | --unix PATH) [--once]\n"
 		"       " PROG " client (--host H --port P | --unix PATH)\n"
-		"                      --mode pingpong|stream|connect\n"
+		"                      --mode pingpong|stream|connect|idle\n"
 		"                      --size BYTES (--duration SEC | --iters N) [--warmup N]\n"
-		"                      [--cdf]\n");
+		"                      [--cdf] [--start-at NS] [--peer-pid PID]\n");
 	return help ? 0 : 2;
 }
