@@ -1,15 +1,20 @@
 /* shunt bench: kernel TCP, a Unix socket, shunt's transports and the raw
- * shared-memory ring, measured in one run.
+ * shared-memory ring, measured in one run, in four placements.
  *
  *   shunt bench [--rounds N] [--duration SEC] [--warmup N] [--sizes LIST]
- *               [--stream-size BYTES] [--connects N] [--cpus A,B]
+ *               [--stream-size BYTES] [--connects N]
+ *               [--placement LIST] [--cpus A,B] [--pairs N]
  *               [--fabric auto|yes|no] [--only LIST] [--csv FILE]
  *               [--plot FILE.svg] [--netns] [-v]
  *
- * A round runs every test once on every column; within a test the columns
- * take turns, in an order that rotates from round to round, so a noisy
- * neighbour or a frequency change hurts all of them alike.  The table shows
- * the medians over the rounds and their ratios to kernel TCP. */
+ * A round runs every placement (shunt_bench_place.c), and in each every
+ * test once on every column; within a test the columns take turns, in an
+ * order that rotates from round to round, so a noisy neighbour or a
+ * frequency change hurts all of them alike.  The table shows the medians
+ * over the rounds, their ratios to kernel TCP and the rows where shunt is
+ * worse than kernel TCP (shunt_bench_verdict.c).
+ *
+ * Exit status: 0 ok, 1 a measurement failed, 2 usage, 3 a row regressed. */
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
@@ -27,11 +32,6 @@
 #include "shunt_machine.h"
 #include "shunt_tool.h"
 
-const char *const bench_tp_name[BT_COUNT] = {
-	"raw ring", "unix socket", "kernel TCP", "shunt-shm", "shunt-fabric",
-};
-static const char *const tp_key[BT_COUNT] = { "ring", "unix", "tcp", "shm", "fabric" };
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -42,8 +42,15 @@ static void usage(FILE *f)
 		"  --sizes LIST        ping-pong message sizes, e.g. 64,4096 (default);\n"
 		"                      the smallest is also the message-rate size\n"
 		"  --stream-size BYTES write size of the throughput stream (default 64k)\n"
-		"  --connects N        most connections per connection-rate run (default 1000)\n"
-		"  --cpus A,B          pin the client to CPU A, the server to CPU B\n"
+		"  --connects N        most connections per connection-rate run and pair\n"
+		"                      (default 1000)\n"
+		"  --placement LIST    of free,pinned,neighbour,oversub (default: all, in this\n"
+		"                      order): not pinned on an idle machine; client and\n"
+		"                      server pinned to two CPUs; with a CPU-bound busy loop\n"
+		"                      running; N pairs at once\n"
+		"  --cpus A,B          pinned: the client on CPU A, the server on CPU B\n"
+		"                      (default: the first two usable CPUs)\n"
+		"  --pairs N           oversub: pairs at once (default 2 x usable CPUs)\n"
 		"  --fabric auto|yes|no  the shunt-fabric column: when the library has it\n"
 		"                      (default), required, or left out\n"
 		"  --only LIST         columns to run, of ring,unix,tcp,shm,fabric\n"
@@ -53,7 +60,9 @@ static void usage(FILE *f)
 		"  --netns             (root) kernel TCP and shunt-fabric across two network\n"
 		"                      namespaces joined by veth, each with its own shuntd\n"
 		"                      (set up and removed by the run)\n"
-		"  -v, --verbose       show each benchmark program's output\n");
+		"  -v, --verbose       show each benchmark program's output\n"
+		"exit status: 0 ok, 1 a measurement failed, 2 usage error, 3 a row of a shunt\n"
+		"column is worse than kernel TCP (REGRESSION in the table)\n");
 }
 
 #define usage_error(...) shunt_usage_error("bench", __VA_ARGS__)
@@ -89,13 +98,32 @@ static int parse_only(const char *s, int *mask)
 	*mask = 0;
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int i;
-		for (i = 0; i < BT_COUNT && strcmp(t, tp_key[i]); i++)
+		for (i = 0; i < BT_COUNT && strcmp(t, bench_tp_key[i]); i++)
 			;
 		if (i == BT_COUNT)
 			return -1;
 		*mask |= 1 << i;
 	}
 	return *mask ? 0 : -1;
+}
+
+/* "free,pinned": the placements in the order given, each once. */
+static int parse_placement(const char *s, struct bench_opts *o)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->nplace = 0;
+	int seen = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int i;
+		for (i = 0; i < BP_COUNT && strcmp(t, bench_place_key[i]); i++)
+			;
+		if (i == BP_COUNT || (seen & (1 << i)))
+			return -1;
+		seen |= 1 << i;
+		o->place[o->nplace++] = (enum bench_place)i;
+	}
+	return o->nplace ? 0 : -1;
 }
 
 /* Servers and clients live in process groups of their own (the terminal's
@@ -105,10 +133,14 @@ static void on_signal(int sig)
 {
 	if (running) {
 		for (int tp = 0; tp < BT_COUNT; tp++)
-			if (running->server[tp] > 0)
-				kill(-running->server[tp], SIGKILL);
-		if (running->client > 0)
-			kill(-running->client, SIGKILL);
+			for (int k = 0; k < BENCH_MAX_PAIRS; k++)
+				if (running->server[tp][k] > 0)
+					kill(-running->server[tp][k], SIGKILL);
+		for (int k = 0; k < BENCH_MAX_PAIRS; k++)
+			if (running->client[k] > 0)
+				kill(-running->client[k], SIGKILL);
+		if (running->hog > 0)
+			kill(running->hog, SIGKILL);
 		if (running->o.netns)
 			bench_netns_down(running); /* namespaces outlive us otherwise */
 	}
@@ -144,7 +176,7 @@ static int write_plot(const struct bench *b, const char *path)
 int shunt_cmd_bench(int argc, char **argv)
 {
 	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
-	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_HELP };
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_HELP };
 	static const struct option opts[] = {
 		{ "rounds", required_argument, NULL, O_ROUNDS },
 		{ "duration", required_argument, NULL, O_DURATION },
@@ -153,6 +185,8 @@ int shunt_cmd_bench(int argc, char **argv)
 		{ "stream-size", required_argument, NULL, O_STREAM },
 		{ "connects", required_argument, NULL, O_CONNECTS },
 		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "placement", required_argument, NULL, O_PLACEMENT },
+		{ "pairs", required_argument, NULL, O_PAIRS },
 		{ "fabric", required_argument, NULL, O_FABRIC },
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "csv", required_argument, NULL, O_CSV },
@@ -168,7 +202,9 @@ int shunt_cmd_bench(int argc, char **argv)
 	*o = (struct bench_opts){ .rounds = 3, .duration = 1, .warmup = 1000,
 				  .sizes = { 64, 4096 }, .nsizes = 2, .stream_size = 65536,
 				  .connects = 1000, .cpus = { -1, -1 }, .fabric = -1,
-				  .only = (1 << BT_COUNT) - 1 };
+				  .only = (1 << BT_COUNT) - 1,
+				  .place = { BP_FREE, BP_PINNED, BP_NEIGHBOUR, BP_OVERSUB },
+				  .nplace = BP_COUNT };
 	double x;
 	uint64_t u;
 	int c;
@@ -215,6 +251,9 @@ int shunt_cmd_bench(int argc, char **argv)
 			if (*e || a < 0 || bb < 0 || a >= CPU_SETSIZE || bb >= CPU_SETSIZE)
 				return usage_error("--cpus: expected two CPU numbers A,B, got '%s'",
 						   optarg);
+			if (a == bb) /* one CPU for both is what neighbour shows */
+				return usage_error("--cpus: expected two different CPUs, got '%s'",
+						   optarg);
 			o->cpus[0] = (int)a;
 			o->cpus[1] = (int)bb;
 			break;
@@ -232,6 +271,16 @@ int shunt_cmd_bench(int argc, char **argv)
 		case O_ONLY:
 			if (parse_only(optarg, &o->only))
 				return usage_error("--only: expected a list of ring,unix,tcp,shm,fabric");
+			break;
+		case O_PLACEMENT:
+			if (parse_placement(optarg, o))
+				return usage_error("--placement: expected a list of free,pinned,"
+						   "neighbour,oversub, each once, got '%s'", optarg);
+			break;
+		case O_PAIRS:
+			if (parse_u64(optarg, &u, 0) || !u || u > BENCH_MAX_PAIRS)
+				return usage_error("--pairs: expected 1..%d", BENCH_MAX_PAIRS);
+			o->pairs = (int)u;
 			break;
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
@@ -256,11 +305,14 @@ int shunt_cmd_bench(int argc, char **argv)
 
 	if (bench_find_programs(b) != 0 || !child_self_exe())
 		return 1;
-	size_t nv = (size_t)BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * o->rounds;
+	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * o->rounds;
 	b->v = malloc(nv * sizeof(*b->v));
-	b->cdf = calloc((size_t)BT_COUNT * BENCH_MAX_SIZES * o->rounds, sizeof(*b->cdf));
+	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * o->rounds,
+			sizeof(*b->cdf));
 	if (!b->v || !b->cdf) {
 		fprintf(stderr, "shunt bench: out of memory\n");
+		free(b->v);
+		free(b->cdf);
 		return 1;
 	}
 	for (size_t i = 0; i < nv; i++)
@@ -269,9 +321,16 @@ int shunt_cmd_bench(int argc, char **argv)
 		b->avail[tp] = !!(o->only & (1 << tp));
 	if (!b->avail[BT_FABRIC])
 		snprintf(b->why[BT_FABRIC], sizeof(b->why[0]), "left out (--fabric no / --only)");
+	bench_place_check(b);
+	/* before anything of ours runs: what the machine was doing anyway */
+	b->load[0] = shunt_machine_loadavg();
+	b->load[1] = -1;
 	shunt_machine_describe(b->machine, sizeof(b->machine));
-	if (child_rundir(b->rundir, sizeof(b->rundir), "bench") != 0)
+	if (child_rundir(b->rundir, sizeof(b->rundir), "bench") != 0) {
+		free(b->v);
+		free(b->cdf);
 		return 1;
+	}
 
 	running = b;
 	signal(SIGINT, on_signal);
@@ -279,65 +338,91 @@ int shunt_cmd_bench(int argc, char **argv)
 	signal(SIGHUP, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
-	int rc = 0;
+	int failed = 0, rc;
 	if (o->netns && bench_netns_up(b) != 0) {
-		rc = 1;
+		failed = 1;
 		goto out;
 	}
 	if (bench_start_servers(b) != 0) {
-		rc = 1;
+		failed = 1;
 		goto out;
 	}
 	bench_probe_fabric(b);
 	if (o->fabric == 1 && !b->avail[BT_FABRIC]) {
 		fprintf(stderr, "shunt bench: --fabric yes, but the fabric transport is not "
 			"available: %s\n", b->why[BT_FABRIC]);
-		rc = 1;
+		failed = 1;
 		goto out;
 	}
 
-	/* the tests of a round: a ping-pong per size, then the rates */
-	struct { enum bench_test t; int s; } tests[BENCH_MAX_SIZES + 3];
-	int ntests = 0, smallest = 0;
+	/* the tests of a round: a ping-pong per size, then the rates, then the
+	 * idle connection */
+	struct { enum bench_test t; int s; } tests[BENCH_MAX_SIZES + 4];
+	int ntests = 0;
 	for (int s = 0; s < o->nsizes; s++) {
 		tests[ntests].t = BTEST_PINGPONG;
 		tests[ntests++].s = s;
-		if (o->sizes[s] < o->sizes[smallest])
-			smallest = s;
 	}
-	static const enum bench_test rates[] = { BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT };
-	for (int i = 0; i < 3; i++) {
-		tests[ntests].t = rates[i];
-		tests[ntests++].s = rates[i] == BTEST_MSGS ? smallest : 0;
+	static const enum bench_test rest[] = { BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT,
+						BTEST_IDLE };
+	for (int i = 0; i < 4; i++) {
+		tests[ntests].t = rest[i];
+		tests[ntests++].s = rest[i] == BTEST_MSGS ? bench_smallest(b) : 0;
 	}
 
-	int cols[BT_COUNT], ncols = 0;
+	int cols[BT_COUNT], ncols = 0, nplaces = 0;
 	for (int tp = 0; tp < BT_COUNT; tp++)
 		if (b->avail[tp])
 			cols[ncols++] = tp;
-	fprintf(stderr, "shunt bench: %d round(s) of %d tests on %d columns, %g s each\n",
-		o->rounds, ntests, ncols, o->duration);
-	for (int r = 0; r < o->rounds; r++) {
-		for (int t = 0; t < ntests; t++) {
-			for (int k = 0; k < ncols; k++) {
-				/* rotate by round and test; every other round backwards */
-				int i = (k + r + t) % ncols;
-				if (r % 2)
-					i = ncols - 1 - i;
-				if (bench_run(b, cols[i], tests[t].t, tests[t].s, r) != 0)
-					rc = 1;
-			}
-		}
-		fprintf(stderr, "shunt bench: round %d/%d done\n", r + 1, o->rounds);
+	for (int i = 0; i < o->nplace; i++) {
+		enum bench_place pl = o->place[i];
+		if (b->place_ok[pl])
+			nplaces++;
+		else
+			fprintf(stderr, "shunt bench: placement %s skipped: %s\n",
+				bench_place_key[pl], b->place_why[pl]);
 	}
+	fprintf(stderr, "shunt bench: %d round(s) of %d placement(s) x %d tests on %d columns, "
+		"%g s each: about %.0f s\n", o->rounds, nplaces, ntests, ncols, o->duration,
+		o->rounds * nplaces * ntests * ncols * (o->duration + 0.1));
+	if (bench_quiet_warning(b, stderr))
+		fprintf(stderr, "\n");
+	for (int r = 0; r < o->rounds; r++) {
+		for (int i = 0; i < o->nplace; i++) {
+			enum bench_place pl = o->place[i];
+			if (!b->place_ok[pl])
+				continue;
+			if (bench_place_enter(b, pl) != 0) {
+				failed = 1;
+				bench_place_leave(b, pl);
+				continue;
+			}
+			for (int t = 0; t < ntests; t++) {
+				for (int k = 0; k < ncols; k++) {
+					/* rotate by round and test; every other round
+					 * backwards */
+					int col = (k + r + t) % ncols;
+					if (r % 2)
+						col = ncols - 1 - col;
+					if (bench_run(b, pl, cols[col], tests[t].t, tests[t].s, r) != 0)
+						failed = 1;
+				}
+			}
+			bench_place_leave(b, pl);
+			fprintf(stderr, "shunt bench: round %d/%d: %s done\n", r + 1, o->rounds,
+				bench_place_key[pl]);
+		}
+	}
+	b->load[1] = shunt_machine_loadavg();
 	bench_stop_servers(b);
 
 	bench_print_table(b, stdout);
 	if (o->csv && bench_write_csv(b, o->csv) != 0)
-		rc = 1;
+		failed = 1;
 	if (o->plot && write_plot(b, o->plot) != 0)
-		rc = 1;
+		failed = 1;
 out:
+	rc = bench_exit_status(failed, bench_regressions(b));
 	bench_stop_servers(b);
 	if (o->netns)
 		bench_netns_down(b);

@@ -1,5 +1,9 @@
 /* shunt bench --plot: one SVG a person can paste into a ticket.
  *
+ * One placement: the first of the run that was not skipped (free by
+ * default, as users run it first), named in the title; the table and the
+ * CSV have the others.
+ *
  * Top: the title, the machine and a legend.  Then one panel per ping-pong
  * size: the round-trip latency CDF of every column (median over the rounds,
  * quantile by quantile), x logarithmic in microseconds.  Bottom: bars for
@@ -74,8 +78,8 @@ static void human(double v, char *buf, size_t len)
 
 /* ---- latency CDF panel -------------------------------------------------- */
 
-static void cdf_panel(FILE *f, const struct bench *b, int s, double x0, double y0, double w,
-		      double h)
+static void cdf_panel(FILE *f, const struct bench *b, enum bench_place pl, int s, double x0,
+		      double y0, double w, double h)
 {
 	struct bench_cdf c[BT_COUNT];
 	double lo = INFINITY, hi = 0;
@@ -83,7 +87,7 @@ static void cdf_panel(FILE *f, const struct bench *b, int s, double x0, double y
 		c[tp].n = 0;
 		if (!b->avail[tp])
 			continue;
-		bench_median_cdf(b, tp, s, &c[tp]);
+		bench_median_cdf(b, pl, tp, s, &c[tp]);
 		for (int i = 0; i < c[tp].n; i++) {
 			if (c[tp].us[i] > 0 && c[tp].us[i] < lo)
 				lo = c[tp].us[i];
@@ -140,7 +144,7 @@ static void cdf_panel(FILE *f, const struct bench *b, int s, double x0, double y
 				fprintf(f, "%.1f,%.1f ", XOF(c[tp].us[i]), YOF(c[tp].q[i]));
 		fputs("\"/>\n", f);
 		/* the median, marked and labelled */
-		double p50 = bench_median(b, tp, BM_P50, s);
+		double p50 = bench_median(b, pl, tp, BM_P50, s);
 		if (p50 > 0) {
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
 				XOF(p50), YOF(0.5), color[tp]);
@@ -164,14 +168,15 @@ static double nice_ceil(double v)
 	return 10 * p;
 }
 
-static void bar_panel(FILE *f, const struct bench *b, enum bench_metric m, const char *title,
-		      const char *ylabel, double x0, double y0, double w, double h)
+static void bar_panel(FILE *f, const struct bench *b, enum bench_place pl, enum bench_metric m,
+		      const char *title, const char *ylabel, double x0, double y0, double w,
+		      double h)
 {
 	double px = x0 + 62, py = y0 + 30, pw = w - 72, ph = h - 90;
 	double v[BT_COUNT], vmax = 0;
 	int n = 0;
 	for (int tp = 0; tp < BT_COUNT; tp++) {
-		v[tp] = b->avail[tp] ? bench_median(b, tp, m, 0) : NAN;
+		v[tp] = b->avail[tp] ? bench_median(b, pl, tp, m, 0) : NAN;
 		if (!isnan(v[tp])) {
 			n++;
 			if (v[tp] > vmax)
@@ -194,7 +199,7 @@ static void bar_panel(FILE *f, const struct bench *b, enum bench_metric m, const
 		human(val, buf, sizeof(buf));
 		text(f, px - 6, y + 4, "end", 12, 0, 0, buf);
 	}
-	double ref = b->avail[BT_TCP] ? bench_median(b, BT_TCP, m, 0) : NAN;
+	double ref = b->avail[BT_TCP] ? bench_median(b, pl, BT_TCP, m, 0) : NAN;
 	double slot = pw / n, bw = slot * 0.62;
 	int k = 0;
 	for (int tp = 0; tp < BT_COUNT; tp++) {
@@ -223,20 +228,27 @@ int bench_write_svg(const struct bench *b, const char *path)
 		perror(path);
 		return -1;
 	}
+	enum bench_place pl = BP_FREE;
+	for (int i = b->o.nplace - 1; i >= 0; i--)
+		if (b->place_ok[b->o.place[i]])
+			pl = b->o.place[i];
+	char desc[160];
+	bench_place_describe(b, pl, desc, sizeof(desc));
 	int per_row = b->o.nsizes == 1 ? 1 : 2;
 	int cdf_rows = (b->o.nsizes + per_row - 1) / per_row;
 	int height = HEAD + cdf_rows * CDF_H + BAR_H + 10;
-	char buf[640];
+	char buf[720];
 
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
 		"height=\"%d\" viewBox=\"0 0 %d %d\" %s fill=\"#222222\">\n", W, height, W, height,
 		FONT);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fafafa\"/>\n");
-	snprintf(buf, sizeof(buf), "shunt bench: medians of %d round(s), %g s per measurement%s",
-		 b->o.rounds, b->o.duration, b->o.cpus[0] >= 0 ? ", pinned" : "");
-	text(f, W / 2.0, 24, "middle", 17, 1, 0, buf);
-	text(f, W / 2.0, 44, "middle", 12, 0, 0, b->machine);
+	snprintf(buf, sizeof(buf), "shunt bench, placement %s: medians of %d round(s), %g s "
+		 "per measurement", bench_place_key[pl], b->o.rounds, b->o.duration);
+	text(f, W / 2.0, 22, "middle", 17, 1, 0, buf);
+	snprintf(buf, sizeof(buf), "%s; %s", desc, b->machine);
+	text(f, W / 2.0, 42, "middle", 11, 0, 0, buf);
 
 	/* legend: the columns measured */
 	int nl = 0;
@@ -259,18 +271,14 @@ int bench_write_svg(const struct bench *b, const char *path)
 
 	double cw = (double)W / per_row;
 	for (int s = 0; s < b->o.nsizes; s++)
-		cdf_panel(f, b, s, (s % per_row) * cw, HEAD + (s / per_row) * CDF_H, cw, CDF_H);
+		cdf_panel(f, b, pl, s, (s % per_row) * cw, HEAD + (s / per_row) * CDF_H, cw, CDF_H);
 
 	double by = HEAD + cdf_rows * CDF_H, bw = W / 3.0;
 	snprintf(buf, sizeof(buf), "stream, %u B writes", b->o.stream_size);
-	bar_panel(f, b, BM_GBPS, buf, "throughput (Gbit/s)", 0, by, bw, BAR_H);
-	unsigned smallest = b->o.sizes[0];
-	for (int s = 1; s < b->o.nsizes; s++)
-		if (b->o.sizes[s] < smallest)
-			smallest = b->o.sizes[s];
-	snprintf(buf, sizeof(buf), "message rate, %u B stream", smallest);
-	bar_panel(f, b, BM_MSGS, buf, "messages per second", bw, by, bw, BAR_H);
-	bar_panel(f, b, BM_CONNS, "connect + round trip + close", "connections per second",
+	bar_panel(f, b, pl, BM_GBPS, buf, "throughput (Gbit/s)", 0, by, bw, BAR_H);
+	snprintf(buf, sizeof(buf), "message rate, %u B stream", b->o.sizes[bench_smallest(b)]);
+	bar_panel(f, b, pl, BM_MSGS, buf, "messages per second", bw, by, bw, BAR_H);
+	bar_panel(f, b, pl, BM_CONNS, "connect + round trip + close", "connections per second",
 		  2 * bw, by, bw, BAR_H);
 	fputs("</svg>\n", f);
 	if (fclose(f) != 0) {

@@ -4,10 +4,20 @@
  * figures are comparable with theirs: shunt-ringbench for the raw ring,
  * shunt-tcpbench for the rest (over a Unix socket with --unix, plain over
  * TCP, and under `shunt run` for the shunt columns).  A server per column
- * lives for the whole run; each measurement is one client process.  After a
- * client under shunt exits, its stats file says which transport its
- * connections took: a run that did not take the column's transport is
- * discarded and reported, never shown as that transport's figure. */
+ * (one per pair, for the oversubscribed placement) lives for the whole run;
+ * each measurement is one client process per pair, the pairs started
+ * together and told when to begin (--start-at), so that they really run at
+ * once.  After the clients of a shunt column exit, their servers' stats
+ * files say which transport the connections took: a run that did not take
+ * the column's transport is discarded and reported, never shown as that
+ * transport's figure.
+ *
+ * CPU time: the clients' from getrusage(RUSAGE_CHILDREN) around the run
+ * (whole processes, start-up included: a one-second run amortises it), the
+ * servers' from their process groups (shunt_bench_proc.c) over the same
+ * span, divided by the operations of the run (warm-up round trips
+ * included, as they were paid for too).  The idle test measures itself:
+ * its client reads both processes' CPU clocks around the idle wait. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "config/shunt_config.h"
 #include "shunt_bench.h"
 #include "shunt_child.h"
@@ -138,6 +149,7 @@ static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v, int 
 	add(v, "--");
 }
 
+
 /* ---- servers ------------------------------------------------------------ */
 
 /* Read the server's "listening X" line (bounded wait).  0 or -1. */
@@ -162,7 +174,9 @@ static int read_ready(int fd, char *addr, size_t len)
 	return snprintf(addr, len, "%s", line + 10) < (int)len ? 0 : -1;
 }
 
-static int start_server(struct bench *b, enum bench_tp tp)
+/* The server of pair k of column tp, not pinned (bench_place_enter pins
+ * it where a placement wants it). */
+static int start_server(struct bench *b, enum bench_tp tp, int k)
 {
 	struct argv v;
 	int pfd[2];
@@ -171,7 +185,7 @@ static int start_server(struct bench *b, enum bench_tp tp)
 	add(&v, "server");
 	if (tp == BT_UNIX) {
 		add(&v, "--unix");
-		add(&v, "%s/bench.sock", b->rundir);
+		add(&v, "%s/bench%d.sock", b->rundir, k);
 	} else {
 		add(&v, "--port");
 		add(&v, "0");
@@ -183,44 +197,65 @@ static int start_server(struct bench *b, enum bench_tp tp)
 		return -1;
 	}
 	struct child_opts o = CHILD_OPTS_INIT;
-	o.cpu = b->o.cpus[1];
 	o.out_fd = pfd[1];
 	o.new_group = 1;
 	o.plain = !is_shunt(tp);
-	b->server[tp] = child_start(v.a, &o);
+	b->server[tp][k] = child_start(v.a, &o);
 	close(pfd[1]);
-	int rc = b->server[tp] > 0 ? read_ready(pfd[0], b->addr[tp], sizeof(b->addr[tp])) : -1;
+	int rc = b->server[tp][k] > 0
+			 ? read_ready(pfd[0], b->addr[tp][k], sizeof(b->addr[tp][k]))
+			 : -1;
 	close(pfd[0]);
 	if (rc != 0) {
 		fprintf(stderr, "shunt bench: the %s server did not start\n", bench_tp_name[tp]);
-		if (b->server[tp] > 0)
-			child_stop(b->server[tp], 1, 2000);
-		b->server[tp] = 0;
+		if (b->server[tp][k] > 0)
+			child_stop(b->server[tp][k], 1, 2000);
+		b->server[tp][k] = 0;
 	}
 	return rc;
 }
 
+/* Pairs first..nservers-1 of column tp. */
+static int start_servers_of(struct bench *b, enum bench_tp tp, int first)
+{
+	for (int k = first; k < b->nservers; k++)
+		if (start_server(b, tp, k) != 0)
+			return -1;
+	return 0;
+}
+
 int bench_start_servers(struct bench *b)
 {
+	/* a pair per server: as many as the oversubscribed placement runs */
+	b->nservers = 1;
+	for (int i = 0; i < b->o.nplace; i++)
+		if (b->o.place[i] == BP_OVERSUB && b->place_ok[BP_OVERSUB])
+			b->nservers = b->o.pairs;
 	for (int tp = BT_UNIX; tp < BT_COUNT; tp++) {
 		if (!b->avail[tp] || tp == BT_FABRIC) /* fabric: bench_probe_fabric */
 			continue;
-		if (start_server(b, tp) != 0)
+		if (start_servers_of(b, tp, 0) != 0)
 			return -1;
 	}
 	return 0;
 }
 
-void bench_stop_servers(struct bench *b)
+static void stop_servers_of(struct bench *b, enum bench_tp tp)
 {
-	for (int tp = 0; tp < BT_COUNT; tp++)
-		if (b->server[tp] > 0) {
-			child_stop(b->server[tp], 1, 2000);
-			b->server[tp] = 0;
+	for (int k = 0; k < BENCH_MAX_PAIRS; k++)
+		if (b->server[tp][k] > 0) {
+			child_stop(b->server[tp][k], 1, 2000);
+			b->server[tp][k] = 0;
 		}
 }
 
-/* ---- one client run ----------------------------------------------------- */
+void bench_stop_servers(struct bench *b)
+{
+	for (int tp = 0; tp < BT_COUNT; tp++)
+		stop_servers_of(b, tp);
+}
+
+/* ---- clients ------------------------------------------------------------ */
 
 /* The value of " key=" in the first line of text that starts with kind. */
 static int field(const char *text, const char *kind, const char *key, double *out)
@@ -268,18 +303,16 @@ static void parse_cdf(const char *text, struct bench_cdf *c)
 /* Did the connections of a run take the column's transport?  The server
  * lives on, so its counters before and after the run say what the
  * connections it accepted in between took. */
-static int check_transport(struct bench *b, enum bench_tp tp,
+static int check_transport(struct bench *b, enum bench_tp tp, int k,
 			   const struct shunt_stat_totals *before, const char *what)
 {
 	struct shunt_stat_totals after, t;
 	unsigned want = tp == BT_SHM ? SHUNT_TP_SHM : SHUNT_TP_FABRIC;
 	char desc[512];
-	unsigned found = shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp], &after);
+	unsigned found = shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp][k], &after);
 	shunt_statfile_delta(&after, before, &t);
-	if (found == 1 && t.conns[want] > 0 && t.conns[SHUNT_TP_KERNEL] == 0) {
-		b->verified[tp]++;
+	if (found == 1 && t.conns[want] > 0 && t.conns[SHUNT_TP_KERNEL] == 0)
 		return 0;
-	}
 	shunt_statfile_describe(&t, desc, sizeof(desc));
 	if (tp != BT_FABRIC || b->avail[tp])
 		fprintf(stderr, "shunt bench: %s %s: discarded, its connections were not all on %s "
@@ -291,146 +324,311 @@ static int check_transport(struct bench *b, enum bench_tp tp,
 	return -1;
 }
 
-/* Run argv as the client, pinned; its output into *text (malloc'ed). */
-static int run_client(struct bench *b, char *const argv[], int plain, char **text, pid_t *pidp)
+/* A client started: its pid and the file its output goes to. */
+struct client {
+	pid_t pid;
+	int fd;
+};
+
+/* Start argv as a client, pinned to cpu (-1: not), output to a file. */
+static int client_start(char *const argv[], int plain, int cpu, struct client *c)
 {
-	int fd = child_tmpfile();
-	if (fd < 0)
+	c->pid = 0;
+	c->fd = child_tmpfile();
+	if (c->fd < 0)
 		return -1;
 	struct child_opts o = CHILD_OPTS_INIT;
-	o.cpu = b->o.cpus[0];
-	o.out_fd = fd;
+	o.cpu = cpu;
+	o.out_fd = c->fd;
 	o.new_group = 1;
 	o.plain = plain;
-	pid_t pid = child_start(argv, &o);
-	if (pid < 0) {
-		close(fd);
+	c->pid = child_start(argv, &o);
+	if (c->pid < 0) {
+		close(c->fd);
+		c->fd = -1;
+		c->pid = 0;
 		return -1;
 	}
-	*pidp = pid;
-	b->client = pid;
-	int st, timeout_ms = (int)(b->o.duration * 4000) + 60000;
-	int rc = child_wait(pid, timeout_ms, &st);
-	if (rc == 1) {
-		fprintf(stderr, "shunt bench: %s did not finish in %d s; stopped\n", argv[0],
-			timeout_ms / 1000);
-		child_stop(pid, 1, 1000);
-		b->client = 0;
-		close(fd);
-		return -1;
-	}
-	b->client = 0;
-	*text = child_slurp(fd, NULL);
-	close(fd);
-	if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !*text) {
-		fprintf(stderr, "shunt bench: a %s client failed (%s %d)\n", argv[0],
-			WIFEXITED(st) ? "exit status" : "signal",
-			WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		free(*text);
-		*text = NULL;
-		return -1;
-	}
-	if (b->o.verbose)
-		fprintf(stderr, "%s", *text);
 	return 0;
 }
 
-int bench_run(struct bench *b, enum bench_tp tp, enum bench_test test, int s, int r)
+/* Wait for a client until the CLOCK_MONOTONIC deadline (ns): its output,
+ * malloc'ed, or NULL when it failed or had to be stopped. */
+static char *client_finish(struct bench *b, struct client *c, const char *prog,
+			   uint64_t deadline)
 {
-	struct argv v;
-	unsigned size = test == BTEST_STREAM ? b->o.stream_size : b->o.sizes[s];
-	static const char *const mode[] = { "pingpong", "stream", "stream", "connect" };
+	if (c->pid <= 0)
+		return NULL;
+	uint64_t now = now_ns();
+	int st = 0, timeout_ms = now < deadline ? (int)((deadline - now) / 1000000) : 0;
+	int rc = child_wait(c->pid, timeout_ms, &st);
 	char *text = NULL;
-	pid_t pid = 0;
-
-	if (tp == BT_RING && test == BTEST_CONNECT)
-		return 0; /* a ring has no connection to set up */
-	prefix(b, tp, &v, 0);
-	if (tp == BT_RING) {
-		add(&v, "%s", b->ringbench);
-		add(&v, "%s", mode[test]);
-		if (b->o.cpus[0] >= 0) {
-			add(&v, "--cpu");
-			add(&v, "%d,%d", b->o.cpus[0], b->o.cpus[1]);
-		}
+	if (rc == 1) {
+		fprintf(stderr, "shunt bench: %s did not finish in time; stopped\n", prog);
+		child_stop(c->pid, 1, 1000);
 	} else {
-		add(&v, "%s", b->tcpbench);
-		add(&v, "client");
-		if (tp == BT_UNIX) {
-			add(&v, "--unix");
-			add(&v, "%s", b->addr[tp]);
-		} else {
-			add(&v, "--host");
-			add(&v, "%s", host_of(b, tp));
-			add(&v, "--port");
-			add(&v, "%s", b->addr[tp]);
+		text = child_slurp(c->fd, NULL);
+		if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !text) {
+			fprintf(stderr, "shunt bench: a %s client failed (%s %d)\n", prog,
+				WIFEXITED(st) ? "exit status" : "signal",
+				WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			free(text);
+			text = NULL;
+		} else if (b->o.verbose) {
+			fprintf(stderr, "%s", text);
 		}
-		add(&v, "--mode");
-		add(&v, "%s", mode[test]);
 	}
-	add(&v, "--duration");
-	add(&v, "%g", b->o.duration);
-	if (test == BTEST_CONNECT) {
-		add(&v, "--iters");
-		add(&v, "%u", b->o.connects);
+	close(c->fd);
+	c->fd = -1;
+	c->pid = 0;
+	return text;
+}
+
+/* The client of pair k for one test; start_at: when the pairs begin
+ * (0: at once). */
+static void client_argv(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+			enum bench_test test, int s, int k, uint64_t start_at, struct argv *v)
+{
+	static const char *const mode[] = { "pingpong", "stream", "stream", "connect", "idle" };
+	prefix(b, tp, v, 0);
+	if (tp == BT_RING) {
+		add(v, "%s", b->ringbench);
+		add(v, "%s", mode[test]);
+		if (pl == BP_PINNED) { /* it pins itself and its child */
+			add(v, "--cpu");
+			add(v, "%d,%d", b->o.cpus[0], b->o.cpus[1]);
+		}
 	} else {
-		add(&v, "--size");
-		add(&v, "%u", size);
+		add(v, "%s", b->tcpbench);
+		add(v, "client");
+		if (tp == BT_UNIX) {
+			add(v, "--unix");
+			add(v, "%s", b->addr[tp][k]);
+		} else {
+			add(v, "--host");
+			add(v, "%s", host_of(b, tp));
+			add(v, "--port");
+			add(v, "%s", b->addr[tp][k]);
+		}
+		add(v, "--mode");
+		add(v, "%s", mode[test]);
+		if (test == BTEST_IDLE) {
+			add(v, "--peer-pid");
+			add(v, "%d", (int)b->server[tp][k]);
+		}
+	}
+	add(v, "--duration");
+	add(v, "%g", b->o.duration);
+	if (test == BTEST_CONNECT) {
+		add(v, "--iters");
+		add(v, "%u", b->o.connects);
+	} else if (test != BTEST_IDLE) {
+		add(v, "--size");
+		add(v, "%u", test == BTEST_STREAM ? b->o.stream_size : b->o.sizes[s]);
 	}
 	if (test == BTEST_PINGPONG) {
-		add(&v, "--warmup");
-		add(&v, "%u", b->o.warmup);
-		add(&v, "--cdf");
+		add(v, "--warmup");
+		add(v, "%u", b->o.warmup);
+		add(v, "--cdf");
 	}
-
-	/* the ring client pins itself (and its child); the others are pinned here */
-	struct shunt_stat_totals before;
-	if (is_shunt(tp))
-		shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp], &before);
-	int saved = b->o.cpus[0];
-	if (tp == BT_RING)
-		b->o.cpus[0] = -1;
-	int rc = run_client(b, v.a, !is_shunt(tp), &text, &pid);
-	b->o.cpus[0] = saved;
-	if (rc != 0)
-		return -1;
-	static const char *const what[] = { "ping-pong", "stream", "message-rate", "connect" };
-	char label[64];
-	snprintf(label, sizeof(label), "round %d %s", r + 1, what[test]);
-	if (is_shunt(tp) && check_transport(b, tp, &before, label) != 0) {
-		free(text);
-		return -1;
+	if (start_at) {
+		add(v, "--start-at");
+		add(v, "%llu", (unsigned long long)start_at);
 	}
+}
 
-	double x;
+/* One pair's figures from its client's output (NAN where none), and the
+ * operations its CPU time is divided by. */
+struct pair_figs {
+	double v[BM_COUNT];
+	double ops;  /* round trips (warm-up included), MB, messages, connections */
+	struct bench_cdf cdf;
+};
+
+static void parse_pair(const struct bench *b, enum bench_test test, int s, const char *text,
+		       struct pair_figs *f)
+{
+	double x, y, z;
+	for (int m = 0; m < BM_COUNT; m++)
+		f->v[m] = NAN;
+	f->ops = NAN;
+	f->cdf.n = 0;
 	switch (test) {
 	case BTEST_PINGPONG: {
 		static const char *const keys[] = { "p50_us", "p90_us", "p99_us", "p999_us", "max_us" };
 		for (int m = BM_P50; m <= BM_MAX; m++)
 			if (field(text, "pingpong", keys[m], &x) == 0)
-				BV(b, tp, m, s, r) = x;
-		parse_cdf(text, &BCDF(b, tp, s, r));
+				f->v[m] = x;
+		if (field(text, "pingpong", "mean_us", &x) == 0 && x > 0)
+			f->v[BM_RTTS] = 1e6 / x;
+		if (field(text, "pingpong", "iters", &x) == 0)
+			f->ops = x + b->o.warmup;
+		parse_cdf(text, &f->cdf);
 		break;
 	}
 	case BTEST_STREAM:
 		if (field(text, "stream", "gbps", &x) == 0)
-			BV(b, tp, BM_GBPS, 0, r) = x;
+			f->v[BM_GBPS] = x;
+		if (field(text, "stream", "bytes", &x) == 0)
+			f->ops = x / 1e6;
 		break;
-	case BTEST_MSGS: {
-		double bytes, secs;
-		if (field(text, "stream", "bytes", &bytes) == 0 &&
-		    field(text, "stream", "seconds", &secs) == 0 && secs > 0)
-			BV(b, tp, BM_MSGS, 0, r) = bytes / size / secs;
+	case BTEST_MSGS:
+		if (field(text, "stream", "bytes", &x) == 0 &&
+		    field(text, "stream", "seconds", &y) == 0 && y > 0) {
+			f->v[BM_MSGS] = x / b->o.sizes[s] / y;
+			f->ops = x / b->o.sizes[s];
+		}
 		break;
-	}
 	case BTEST_CONNECT:
 		if (field(text, "connect", "rate", &x) == 0)
-			BV(b, tp, BM_CONNS, 0, r) = x;
+			f->v[BM_CONNS] = x;
 		if (field(text, "connect", "p50_us", &x) == 0)
-			BV(b, tp, BM_CONN_P50, 0, r) = x;
+			f->v[BM_CONN_P50] = x;
+		if (field(text, "connect", "iters", &x) == 0)
+			f->ops = x;
+		break;
+	case BTEST_IDLE:
+		if (field(text, "idle", "seconds", &x) == 0 && x > 0 &&
+		    field(text, "idle", "self_cpu_us", &y) == 0 &&
+		    field(text, "idle", "peer_cpu_us", &z) == 0) {
+			f->v[BM_IDLE_C] = y / x;
+			f->v[BM_IDLE_S] = z / x;
+			f->v[BM_IDLE] = (y + z) / x;
+		}
 		break;
 	}
-	free(text);
+}
+
+/* The metrics each test measures; its CPU-per-operation triple (both,
+ * client, server) and that triple's scale from us per operation. */
+static const struct {
+	enum bench_metric first, last;
+	enum bench_metric cpu; /* BM_COUNT: none */
+	double scale;
+} test_metrics[] = {
+	[BTEST_PINGPONG] = { BM_P50, BM_RTTS, BM_CPU_RTT, 1 },
+	[BTEST_STREAM] = { BM_GBPS, BM_GBPS, BM_CPU_MB, 1 },
+	[BTEST_MSGS] = { BM_MSGS, BM_MSGS, BM_CPU_MSG, 1000 },
+	[BTEST_CONNECT] = { BM_CONNS, BM_CONN_P50, BM_CPU_CONN, 1 },
+	[BTEST_IDLE] = { BM_IDLE, BM_IDLE_S, BM_COUNT, 1 },
+};
+
+/* Over the pairs: a latency is their median, a rate their sum, an idle
+ * cost their mean (per connection); NAN if a pair lacks the figure. */
+static double combine(const struct pair_figs *f, int n, enum bench_metric m)
+{
+	double v[BENCH_MAX_PAIRS], sum = 0;
+	for (int i = 0; i < n; i++) {
+		if (isnan(f[i].v[m]))
+			return NAN;
+		v[i] = f[i].v[m];
+		sum += v[i];
+	}
+	if (m == BM_RTTS || m == BM_GBPS || m == BM_MSGS || m == BM_CONNS)
+		return sum;
+	if (m >= BM_IDLE)
+		return sum / n;
+	return median_d(v, (size_t)n);
+}
+
+/* Quantile by quantile, the median over the pairs (all have the same). */
+static void combine_cdf(const struct pair_figs *f, int n, struct bench_cdf *out)
+{
+	*out = f[0].cdf;
+	for (int i = 1; i < n; i++)
+		if (f[i].cdf.n != out->n)
+			return;
+	for (int q = 0; q < out->n && n > 1; q++) {
+		double v[BENCH_MAX_PAIRS];
+		for (int i = 0; i < n; i++)
+			v[i] = f[i].cdf.us[q];
+		out->us[q] = median_d(v, (size_t)n);
+	}
+}
+
+/* Clients of a run started together wait this long, so that the last one
+ * is connected before the first begins. */
+static uint64_t start_delay_ns(int pairs)
+{
+	return 200000000ull + 20000000ull * (uint64_t)pairs;
+}
+
+int bench_run(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench_test test,
+	      int s, int r)
+{
+	static struct shunt_stat_totals before[BENCH_MAX_PAIRS];
+	static struct pair_figs figs[BENCH_MAX_PAIRS];
+	static const char *const what[] = { "ping-pong", "stream", "message-rate", "connect",
+					    "idle" };
+	if (tp == BT_RING && test == BTEST_CONNECT)
+		return 0; /* a ring has no connection to set up */
+	int n = bench_place_pairs(b, pl), ok = 1;
+	int cpu = tp == BT_RING ? -1 : bench_place_client_cpu(b, pl);
+	uint64_t delay = n > 1 ? start_delay_ns(n) : 0, start_at = delay ? now_ns() + delay : 0;
+	uint64_t deadline = now_ns() + delay + (uint64_t)(b->o.duration * 4e9) + 60000000000ull;
+	const char *prog = tp == BT_RING ? b->ringbench : b->tcpbench;
+	struct client c[BENCH_MAX_PAIRS];
+	int64_t srv0[BENCH_MAX_PAIRS] = { 0 }, srv1[BENCH_MAX_PAIRS] = { 0 };
+
+	for (int k = 0; is_shunt(tp) && k < n; k++)
+		shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp][k], &before[k]);
+	int nsrv = tp == BT_RING ? 0 : n;
+	bench_group_cpu_ns(b->server[tp], nsrv, srv0);
+	int64_t cli0 = bench_children_cpu_ns();
+	for (int k = 0; k < n; k++) {
+		struct argv v;
+		client_argv(b, pl, tp, test, s, k, start_at, &v);
+		if (client_start(v.a, !is_shunt(tp), cpu, &c[k]) != 0)
+			ok = 0;
+		b->client[k] = c[k].pid;
+	}
+	char *text[BENCH_MAX_PAIRS];
+	for (int k = 0; k < n; k++) {
+		text[k] = client_finish(b, &c[k], prog, deadline);
+		b->client[k] = 0;
+		ok &= text[k] != NULL;
+	}
+	int64_t cli1 = bench_children_cpu_ns();
+	bench_group_cpu_ns(b->server[tp], nsrv, srv1);
+
+	char label[96];
+	snprintf(label, sizeof(label), "%s round %d %s", bench_place_key[pl], r + 1, what[test]);
+	for (int k = 0; ok && is_shunt(tp) && k < n; k++)
+		if (check_transport(b, tp, k, &before[k], label) != 0)
+			ok = 0;
+	for (int k = 0; ok && k < n; k++)
+		parse_pair(b, test, s, text[k], &figs[k]);
+	for (int k = 0; k < n; k++)
+		free(text[k]);
+	if (!ok)
+		return -1;
+	if (is_shunt(tp))
+		b->verified[tp]++;
+
+	int sv = BM_PER_SIZE(test_metrics[test].first) ? s : 0;
+	for (int m = test_metrics[test].first; m <= (int)test_metrics[test].last; m++)
+		BV(b, pl, tp, m, sv, r) = combine(figs, n, m);
+	if (test == BTEST_PINGPONG)
+		combine_cdf(figs, n, &BCDF(b, pl, tp, s, r));
+	enum bench_metric cm = test_metrics[test].cpu;
+	if (cm != BM_COUNT) {
+		double ops = 0, cli = (double)(cli1 - cli0) / 1e3, srv = 0;
+		for (int k = 0; k < n; k++) {
+			ops += figs[k].ops;
+			srv += (double)(srv1[k] - srv0[k]) / 1e3;
+		}
+		if (!(ops > 0))
+			return 0;
+		double scale = test_metrics[test].scale / ops;
+		if (tp == BT_RING) {
+			/* both ends are the client and the child it waited for */
+			BV(b, pl, tp, cm, sv, r) = cli * scale;
+		} else {
+			BV(b, pl, tp, cm, sv, r) = (cli + srv) * scale;
+			BV(b, pl, tp, cm + 1, sv, r) = cli * scale;
+			BV(b, pl, tp, cm + 2, sv, r) = srv * scale;
+		}
+	}
 	return 0;
 }
 
@@ -442,37 +640,44 @@ void bench_probe_fabric(struct bench *b)
 	if (!b->avail[BT_FABRIC])
 		return;
 	b->avail[BT_FABRIC] = 0;
-	if (start_server(b, BT_FABRIC) != 0) {
+	if (start_server(b, BT_FABRIC, 0) != 0) {
 		snprintf(b->why[BT_FABRIC], sizeof(b->why[BT_FABRIC]), "its server did not start");
 		return;
 	}
 	struct argv v;
-	char *text = NULL;
-	pid_t pid = 0;
+	struct client c;
 	struct shunt_stat_totals before;
-	shunt_statfile_sum(rundir_of(b, BT_FABRIC, 1), b->server[BT_FABRIC], &before);
+	shunt_statfile_sum(rundir_of(b, BT_FABRIC, 1), b->server[BT_FABRIC][0], &before);
 	prefix(b, BT_FABRIC, &v, 0);
 	add(&v, "%s", b->tcpbench);
 	add(&v, "client");
 	add(&v, "--host");
 	add(&v, "%s", host_of(b, BT_FABRIC));
 	add(&v, "--port");
-	add(&v, "%s", b->addr[BT_FABRIC]);
+	add(&v, "%s", b->addr[BT_FABRIC][0]);
 	add(&v, "--mode");
 	add(&v, "pingpong");
 	add(&v, "--iters");
 	add(&v, "200");
 	add(&v, "--warmup");
 	add(&v, "10");
-	int rc = run_client(b, v.a, 0, &text, &pid);
-	if (rc != 0)
-		snprintf(b->why[BT_FABRIC], sizeof(b->why[BT_FABRIC]), "its probe client failed");
-	if (rc == 0 && check_transport(b, BT_FABRIC, &before, "probe") == 0) {
-		b->avail[BT_FABRIC] = 1;
-		b->verified[BT_FABRIC] = 0;
-	} else {
-		child_stop(b->server[BT_FABRIC], 1, 2000);
-		b->server[BT_FABRIC] = 0;
+	char *text = NULL;
+	if (client_start(v.a, 0, -1, &c) == 0) {
+		b->client[0] = c.pid;
+		text = client_finish(b, &c, b->tcpbench, now_ns() + 60000000000ull);
+		b->client[0] = 0;
 	}
+	if (!text)
+		snprintf(b->why[BT_FABRIC], sizeof(b->why[BT_FABRIC]), "its probe client failed");
+	if (text && check_transport(b, BT_FABRIC, 0, &before, "probe") == 0) {
+		b->avail[BT_FABRIC] = 1;
+		if (start_servers_of(b, BT_FABRIC, 1) != 0) {
+			b->avail[BT_FABRIC] = 0;
+			snprintf(b->why[BT_FABRIC], sizeof(b->why[BT_FABRIC]),
+				 "the servers of its pairs did not start");
+		}
+	}
+	if (!b->avail[BT_FABRIC])
+		stop_servers_of(b, BT_FABRIC);
 	free(text);
 }

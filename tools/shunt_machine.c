@@ -37,6 +37,18 @@ static void cpu_model(char *out, size_t len)
 	fclose(f);
 }
 
+double shunt_machine_loadavg(void)
+{
+	double load = -1;
+	FILE *f = fopen("/proc/loadavg", "re");
+	if (f) {
+		if (fscanf(f, "%lf", &load) != 1)
+			load = -1;
+		fclose(f);
+	}
+	return load;
+}
+
 void shunt_machine_describe(char *buf, size_t len)
 {
 	char model[256];
@@ -50,13 +62,7 @@ void shunt_machine_describe(char *buf, size_t len)
 		strcpy(u.sysname, "?");
 	}
 	/* how busy the machine was: figures from a loaded one are noisier */
-	double load = -1;
-	FILE *f = fopen("/proc/loadavg", "re");
-	if (f) {
-		if (fscanf(f, "%lf", &load) != 1)
-			load = -1;
-		fclose(f);
-	}
+	double load = shunt_machine_loadavg();
 	int n = snprintf(buf, len, "%ld CPUs (%d usable), %s %s %s, %s", online, usable,
 			 u.sysname, u.release, u.machine, model);
 	if (load >= 0 && n >= 0 && (size_t)n < len)

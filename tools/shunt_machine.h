@@ -9,4 +9,7 @@
  * load average 0.42" (the 1-minute load when it started) */
 void shunt_machine_describe(char *buf, size_t len);
 
+/* The 1-minute load average (/proc/loadavg), -1 when unknown. */
+double shunt_machine_loadavg(void);
+
 #endif

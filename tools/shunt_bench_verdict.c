@@ -1,0 +1,205 @@
+/* shunt bench: is shunt worse than kernel TCP anywhere, and the targets.
+ *
+ * A regression is a row of a placement (a judged metric, at a size) where
+ * a shunt column is worse than kernel TCP, on both counts:
+ *   - its median, as a ratio to kernel TCP's turned so that > 1 is better
+ *     (the ratio the table shows), is below 1 - BENCH_MARGIN (0.95): worse
+ *     by more than 5 %;
+ *   - the ranges of the rounds do not overlap: its best round is worse than
+ *     kernel TCP's worst.
+ * The margin keeps a steady difference of a few per cent (a frequency
+ * step, the page cache) from counting; the ranges keep one noisy round
+ * from counting.  With one round the margin alone decides.  The judged
+ * metrics are bench_metric[].judged; the judged columns shunt-shm and
+ * shunt-fabric, each against kernel TCP run under the same conditions
+ * (both on loopback, or both across --netns).
+ *
+ * The targets are the issue's, for shunt-shm, from the medians; they are
+ * printed as met or not met and do not change the exit status. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench_util.h"
+#include "shunt_bench.h"
+
+int bench_worse(const double *col, int ncol, const double *ref, int nref, int lower_better)
+{
+	double c[BENCH_MAX_ROUNDS], t[BENCH_MAX_ROUNDS];
+	double cmin = INFINITY, cmax = -INFINITY, tmin = INFINITY, tmax = -INFINITY;
+	size_t nc = 0, nt = 0;
+	for (int i = 0; i < ncol && nc < BENCH_MAX_ROUNDS; i++)
+		if (!isnan(col[i])) {
+			c[nc++] = col[i];
+			cmin = fmin(cmin, col[i]);
+			cmax = fmax(cmax, col[i]);
+		}
+	for (int i = 0; i < nref && nt < BENCH_MAX_ROUNDS; i++)
+		if (!isnan(ref[i])) {
+			t[nt++] = ref[i];
+			tmin = fmin(tmin, ref[i]);
+			tmax = fmax(tmax, ref[i]);
+		}
+	if (!nc || !nt)
+		return -1;
+	double mc = median_d(c, nc), mt = median_d(t, nt);
+	if (!(mt > 0))
+		return -1; /* no reference to be worse than */
+	double ratio = lower_better ? (mc > 0 ? mt / mc : INFINITY) : mc / mt;
+	int apart = lower_better ? cmin > tmax : cmax < tmin;
+	return ratio < 1 - BENCH_MARGIN && apart;
+}
+
+int bench_compared(const struct bench *b, enum bench_tp tp)
+{
+	return (tp == BT_SHM || tp == BT_FABRIC) && b->avail[tp] && b->avail[BT_TCP] &&
+	       BENCH_CROSS(b, tp) == BENCH_CROSS(b, BT_TCP);
+}
+
+int bench_regressed(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+		    enum bench_metric m, int s)
+{
+	if (!bench_metric[m].judged || !bench_compared(b, tp) || !b->place_ok[pl])
+		return -1;
+	double col[BENCH_MAX_ROUNDS], ref[BENCH_MAX_ROUNDS];
+	for (int r = 0; r < b->o.rounds; r++) {
+		col[r] = BV(b, pl, tp, m, s, r);
+		ref[r] = BV(b, pl, BT_TCP, m, s, r);
+	}
+	return bench_worse(col, b->o.rounds, ref, b->o.rounds, bench_metric[m].lower_better);
+}
+
+int bench_regressions(const struct bench *b)
+{
+	int n = 0;
+	for (int i = 0; i < b->o.nplace; i++)
+		for (int m = 0; m < BM_COUNT; m++)
+			for (int s = 0; s < (BM_PER_SIZE(m) ? b->o.nsizes : 1); s++)
+				for (int tp = BT_SHM; tp <= BT_FABRIC; tp++)
+					n += bench_regressed(b, b->o.place[i], tp, m, s) == 1;
+	return n;
+}
+
+int bench_exit_status(int failed, int regressions)
+{
+	/* an incomplete run has no verdict to give */
+	return failed ? 1 : regressions ? 3 : 0;
+}
+
+/* ---- targets ------------------------------------------------------------ */
+
+static int placement_run(const struct bench *b, enum bench_place pl, char *why, size_t len)
+{
+	for (int i = 0; i < b->o.nplace; i++)
+		if (b->o.place[i] == pl) {
+			if (b->place_ok[pl])
+				return 1;
+			snprintf(why, len, "placement %s skipped", bench_place_key[pl]);
+			return 0;
+		}
+	snprintf(why, len, "placement %s not run (--placement)", bench_place_key[pl]);
+	return 0;
+}
+
+/* shunt-shm's median of m over column den's, at size index s (-1: the
+ * size is not measured, size_why says which). */
+static void ratio_target(struct bench_target *t, const struct bench *b, const char *key,
+			 enum bench_place pl, enum bench_metric m, int s, const char *size_why,
+			 enum bench_tp den, double limit, int at_most, const char *what)
+{
+	memset(t, 0, sizeof(*t));
+	t->key = key;
+	t->pl = pl;
+	t->limit = limit;
+	t->at_most = at_most;
+	t->unit = "x";
+	t->value = NAN;
+	snprintf(t->what, sizeof(t->what), "%s: shunt-shm / %s", what, bench_tp_name[den]);
+	if (!placement_run(b, pl, t->why, sizeof(t->why)))
+		return;
+	if (s < 0) {
+		snprintf(t->why, sizeof(t->why), "%s", size_why);
+		return;
+	}
+	if (!b->avail[BT_SHM] || !b->avail[den]) {
+		snprintf(t->why, sizeof(t->why), "%s not measured",
+			 bench_tp_name[b->avail[BT_SHM] ? den : BT_SHM]);
+		return;
+	}
+	if (den == BT_TCP && BENCH_CROSS(b, BT_TCP)) {
+		snprintf(t->why, sizeof(t->why), "kernel TCP ran across --netns, shunt-shm did not");
+		return;
+	}
+	double num = bench_median(b, pl, BT_SHM, m, s), d = bench_median(b, pl, den, m, s);
+	if (isnan(num) || isnan(d) || !(d > 0)) {
+		snprintf(t->why, sizeof(t->why), "no figure");
+		return;
+	}
+	t->value = num / d;
+	t->state = (at_most ? t->value <= limit : t->value >= limit) ? BTS_MET : BTS_NOT_MET;
+}
+
+/* An idle connection costs nothing: in every placement run, shunt-shm's
+ * idle CPU is at most kernel TCP's plus 1000 us/s (0.1 % of a CPU; against
+ * kernel TCP's own, as a virtual machine charges a sleeping process some
+ * wake-up cost that no library can avoid). */
+static void idle_target(struct bench_target *t, const struct bench *b)
+{
+	memset(t, 0, sizeof(*t));
+	t->key = "idle_cpu_above_tcp";
+	t->pl = BP_FREE;
+	t->limit = 1000;
+	t->at_most = 1;
+	t->unit = "us/s";
+	t->value = NAN;
+	snprintf(t->what, sizeof(t->what),
+		 "idle connection, every placement: shunt-shm - kernel TCP, CPU both ends");
+	if (!b->avail[BT_SHM] || !b->avail[BT_TCP]) {
+		snprintf(t->why, sizeof(t->why), "%s not measured",
+			 bench_tp_name[b->avail[BT_SHM] ? BT_TCP : BT_SHM]);
+		return;
+	}
+	for (int i = 0; i < b->o.nplace; i++) {
+		enum bench_place pl = b->o.place[i];
+		double d = bench_median(b, pl, BT_SHM, BM_IDLE, 0) - bench_median(b, pl, BT_TCP, BM_IDLE, 0);
+		if (!b->place_ok[pl] || isnan(d) || !(isnan(t->value) || d > t->value))
+			continue;
+		t->value = d;
+		t->pl = pl;
+		snprintf(t->what, sizeof(t->what),
+			 "idle connection, worst placement (%s): shunt-shm - kernel TCP, CPU both ends",
+			 bench_place_key[pl]);
+	}
+	if (isnan(t->value))
+		snprintf(t->why, sizeof(t->why), "no figure");
+	else
+		t->state = t->value <= t->limit ? BTS_MET : BTS_NOT_MET;
+}
+
+int bench_targets(const struct bench *b, struct bench_target *t)
+{
+	int n = 0, s64 = bench_size_index(b, 64);
+	const char *no64 = "no 64 B ping-pong (--sizes)";
+	char what[96];
+	ratio_target(&t[n++], b, "p50_vs_ring", BP_FREE, BM_P50, s64, no64, BT_RING, 1.5, 1,
+		     "64 B ping-pong p50, free");
+	ratio_target(&t[n++], b, "p50_vs_ring", BP_PINNED, BM_P50, s64, no64, BT_RING, 1.3, 1,
+		     "64 B ping-pong p50, pinned");
+	ratio_target(&t[n++], b, "p50_vs_tcp", BP_NEIGHBOUR, BM_P50, s64, no64, BT_TCP, 0.7, 1,
+		     "64 B ping-pong p50, neighbour");
+	snprintf(what, sizeof(what), "64 B round trips/s, oversub (%d pairs on %d CPUs)",
+		 b->o.pairs, b->ncpus);
+	ratio_target(&t[n++], b, "rtts_vs_tcp", BP_OVERSUB, BM_RTTS, s64, no64, BT_TCP, 1.5, 0,
+		     what);
+	int msgs64 = b->o.sizes[bench_smallest(b)] == 64 ? 0 : -1;
+	ratio_target(&t[n++], b, "msgs_vs_tcp", BP_FREE, BM_MSGS, msgs64,
+		     "the message rate is not of 64 B (--sizes)", BT_TCP, 3, 0,
+		     "64 B messages/s, free");
+	ratio_target(&t[n++], b, "stream_vs_tcp", BP_FREE, BM_GBPS,
+		     b->o.stream_size == 65536 ? 0 : -1, "the stream is not of 64 KiB writes "
+		     "(--stream-size)", BT_TCP, 5, 0, "64 KiB stream, free");
+	ratio_target(&t[n++], b, "conns_vs_tcp", BP_FREE, BM_CONNS, 0, "", BT_TCP, 1.0, 0,
+		     "connections/s, free");
+	idle_target(&t[n++], b);
+	return n;
+}
