@@ -1,0 +1,267 @@
+/* shunt bench's verdict (tools/shunt_bench_verdict.c) on synthetic
+ * figures: when a row of a shunt column is a regression against kernel
+ * TCP, which rows and columns are judged, the exit status, and the
+ * targets.  No measurement here: the figures are made up. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/shunt_bench.h"
+
+/* ---- the rule, on the rounds' figures ------------------------------------ */
+
+Test(bench_worse, latency_worse_beyond_margin_and_apart)
+{
+	double shm[] = { 110, 112, 111 }, tcp[] = { 100, 101, 99 };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 1);
+}
+
+Test(bench_worse, within_margin_is_not)
+{
+	/* 4 % slower, every round apart: noise of that size is not a verdict */
+	double shm[] = { 104, 104.5, 103.8 }, tcp[] = { 100, 100.2, 99.9 };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 0);
+}
+
+Test(bench_worse, overlapping_rounds_are_not)
+{
+	/* the median 20 % worse, but one round of shunt beats one of TCP */
+	double shm[] = { 120, 95, 121 }, tcp[] = { 100, 101, 99 };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 0);
+	double shm2[] = { 120, 119, 121 }, tcp2[] = { 100, 125, 99 };
+	cr_expect_eq(bench_worse(shm2, 3, tcp2, 3, 1), 0);
+}
+
+Test(bench_worse, better_is_not)
+{
+	double shm[] = { 10, 11, 9 }, tcp[] = { 100, 101, 99 };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 0);
+	cr_expect_eq(bench_worse(tcp, 3, shm, 3, 0), 0); /* a rate: 10x higher */
+}
+
+Test(bench_worse, rates_the_other_way)
+{
+	double shm[] = { 80, 82, 81 }, tcp[] = { 100, 99, 101 };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 0), 1, "a lower rate is worse");
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 0, "a lower latency is better");
+}
+
+Test(bench_worse, margin_edge)
+{
+	/* ratio exactly 0.95 is within; just below is not (one round: the
+	 * margin alone decides) */
+	double tcp[] = { 100 }, at[] = { 95 }, below[] = { 94.9 };
+	cr_expect_eq(bench_worse(at, 1, tcp, 1, 0), 0);
+	cr_expect_eq(bench_worse(below, 1, tcp, 1, 0), 1);
+}
+
+Test(bench_worse, missing_figures_give_no_verdict)
+{
+	double none[] = { NAN, NAN, NAN }, tcp[] = { 100, 101, 99 };
+	cr_expect_eq(bench_worse(none, 3, tcp, 3, 1), -1);
+	cr_expect_eq(bench_worse(tcp, 3, none, 3, 1), -1);
+	cr_expect_eq(bench_worse(tcp, 0, tcp, 3, 1), -1);
+	double zero[] = { 0, 0, 0 };
+	cr_expect_eq(bench_worse(tcp, 3, zero, 3, 0), -1, "no reference rate");
+	cr_expect_eq(bench_worse(zero, 3, tcp, 3, 0), 1, "a rate of nothing is worse");
+}
+
+Test(bench_worse, rounds_without_figures_are_left_out)
+{
+	/* the NAN round is not "apart" or "overlapping": it is not there */
+	double shm[] = { 120, NAN, 121 }, tcp[] = { 100, 101, NAN };
+	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 1);
+}
+
+Test(bench_exit_status, statuses)
+{
+	cr_expect_eq(bench_exit_status(0, 0), 0);
+	cr_expect_eq(bench_exit_status(0, 1), 3);
+	cr_expect_eq(bench_exit_status(0, 17), 3);
+	cr_expect_eq(bench_exit_status(1, 0), 1);
+	cr_expect_eq(bench_exit_status(1, 4), 1, "a failed measurement comes first");
+}
+
+/* ---- a whole run's rows --------------------------------------------------- */
+
+static struct bench *make(int rounds)
+{
+	struct bench *b = calloc(1, sizeof(*b));
+	cr_assert_not_null(b);
+	b->o.rounds = rounds;
+	b->o.nsizes = 2;
+	b->o.sizes[0] = 64;
+	b->o.sizes[1] = 4096;
+	b->o.stream_size = 65536;
+	b->o.pairs = 4;
+	b->o.nplace = BP_COUNT;
+	for (int pl = 0; pl < BP_COUNT; pl++) {
+		b->o.place[pl] = (enum bench_place)pl;
+		b->place_ok[pl] = 1;
+	}
+	b->ncpus = 2;
+	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * rounds;
+	b->v = malloc(nv * sizeof(*b->v));
+	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * rounds, sizeof(*b->cdf));
+	cr_assert(b->v && b->cdf);
+	for (size_t i = 0; i < nv; i++)
+		b->v[i] = NAN;
+	b->avail[BT_RING] = b->avail[BT_UNIX] = b->avail[BT_TCP] = b->avail[BT_SHM] = 1;
+	return b;
+}
+
+static void unmake(struct bench *b)
+{
+	free(b->v);
+	free(b->cdf);
+	free(b);
+}
+
+/* Every round of column tp in placement pl: v0, v0 + step, ... */
+static void set(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench_metric m,
+		int s, double v0, double step)
+{
+	for (int r = 0; r < b->o.rounds; r++)
+		BV(b, pl, tp, m, s, r) = v0 + step * r;
+}
+
+Test(bench_verdict, rows_and_columns_judged)
+{
+	struct bench *b = make(3);
+	set(b, BP_FREE, BT_TCP, BM_P50, 0, 60, 1);
+	set(b, BP_FREE, BT_SHM, BM_P50, 0, 80, 1);     /* worse: a regression */
+	set(b, BP_FREE, BT_TCP, BM_MAX, 0, 600, 1);
+	set(b, BP_FREE, BT_SHM, BM_MAX, 0, 9000, 1);   /* max: not judged */
+	set(b, BP_FREE, BT_TCP, BM_CPU_RTT, 0, 20, 1);
+	set(b, BP_FREE, BT_SHM, BM_CPU_RTT, 0, 90, 1); /* CPU: shown, not judged */
+	set(b, BP_FREE, BT_TCP, BM_GBPS, 0, 10, 0.1);
+	set(b, BP_FREE, BT_SHM, BM_GBPS, 0, 40, 0.1);  /* better */
+	set(b, BP_PINNED, BT_TCP, BM_RTTS, 1, 20000, 100);
+	set(b, BP_PINNED, BT_SHM, BM_RTTS, 1, 15000, 100); /* 4096 B: a regression */
+	set(b, BP_FREE, BT_RING, BM_P50, 0, 200, 1);   /* the ring is never judged */
+
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_P50, 0), 1);
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_MAX, 0), -1);
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_CPU_RTT, 0), -1);
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_GBPS, 0), 0);
+	cr_expect_eq(bench_regressed(b, BP_PINNED, BT_SHM, BM_RTTS, 1), 1);
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_P99, 0), -1, "no figures");
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_RING, BM_P50, 0), -1);
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_FABRIC, BM_P50, 0), -1, "not measured");
+	cr_expect_eq(bench_regressions(b), 2);
+
+	/* a placement that was skipped has no verdict, whatever it holds */
+	b->place_ok[BP_PINNED] = 0;
+	cr_expect_eq(bench_regressed(b, BP_PINNED, BT_SHM, BM_RTTS, 1), -1);
+	cr_expect_eq(bench_regressions(b), 1);
+	/* nor one left out of --placement */
+	b->o.nplace = 1;
+	b->o.place[0] = BP_PINNED;
+	cr_expect_eq(bench_regressions(b), 0);
+	unmake(b);
+}
+
+Test(bench_verdict, fabric_against_tcp_across_netns_only)
+{
+	struct bench *b = make(3);
+	b->avail[BT_FABRIC] = 1;
+	set(b, BP_FREE, BT_TCP, BM_P50, 0, 60, 1);
+	set(b, BP_FREE, BT_SHM, BM_P50, 0, 80, 1);
+	set(b, BP_FREE, BT_FABRIC, BM_P50, 0, 90, 1);
+	cr_expect(bench_compared(b, BT_SHM) && bench_compared(b, BT_FABRIC));
+	cr_expect_eq(bench_regressions(b), 2);
+	/* --netns: kernel TCP and fabric cross the veth, shm stays on loopback */
+	b->o.netns = 1;
+	cr_expect(!bench_compared(b, BT_SHM));
+	cr_expect(bench_compared(b, BT_FABRIC));
+	cr_expect_eq(bench_regressed(b, BP_FREE, BT_SHM, BM_P50, 0), -1);
+	cr_expect_eq(bench_regressions(b), 1);
+	/* without kernel TCP nothing is judged */
+	b->avail[BT_TCP] = 0;
+	cr_expect_eq(bench_regressions(b), 0);
+	unmake(b);
+}
+
+Test(bench_verdict, exit_status_of_a_run)
+{
+	struct bench *b = make(3);
+	set(b, BP_NEIGHBOUR, BT_TCP, BM_CONNS, 0, 9000, 10);
+	set(b, BP_NEIGHBOUR, BT_SHM, BM_CONNS, 0, 9100, 10);
+	cr_expect_eq(bench_exit_status(0, bench_regressions(b)), 0);
+	set(b, BP_NEIGHBOUR, BT_SHM, BM_CONNS, 0, 3000, 10);
+	cr_expect_eq(bench_exit_status(0, bench_regressions(b)), 3);
+	unmake(b);
+}
+
+/* ---- targets -------------------------------------------------------------- */
+
+static const struct bench_target *target(const struct bench_target *t, int n, const char *key,
+					 enum bench_place pl)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(t[i].key, key) && (t[i].pl == pl || !strcmp(key, "idle_cpu_above_tcp")))
+			return &t[i];
+	cr_assert_fail("no target %s in %s", key, bench_place_key[pl]);
+	return NULL;
+}
+
+Test(bench_targets, met_not_met_not_checked)
+{
+	struct bench *b = make(3);
+	struct bench_target t[BENCH_TARGETS];
+	set(b, BP_FREE, BT_RING, BM_P50, 0, 1.0, 0);
+	set(b, BP_FREE, BT_SHM, BM_P50, 0, 1.4, 0);    /* 1.4x the ring: <= 1.5 met */
+	set(b, BP_PINNED, BT_RING, BM_P50, 0, 1.0, 0);
+	set(b, BP_PINNED, BT_SHM, BM_P50, 0, 1.4, 0);  /* > 1.3: not met */
+	set(b, BP_NEIGHBOUR, BT_TCP, BM_P50, 0, 10, 0);
+	set(b, BP_NEIGHBOUR, BT_SHM, BM_P50, 0, 7, 0); /* 0.7x: met */
+	set(b, BP_OVERSUB, BT_TCP, BM_RTTS, 0, 1000, 0);
+	set(b, BP_OVERSUB, BT_SHM, BM_RTTS, 0, 1400, 0); /* 1.4x: not met */
+	set(b, BP_FREE, BT_TCP, BM_MSGS, 0, 100, 0);
+	set(b, BP_FREE, BT_SHM, BM_MSGS, 0, 300, 0);
+	set(b, BP_FREE, BT_TCP, BM_GBPS, 0, 10, 0);
+	set(b, BP_FREE, BT_SHM, BM_GBPS, 0, 49, 0);
+	set(b, BP_FREE, BT_TCP, BM_CONNS, 0, 10000, 0);
+	set(b, BP_FREE, BT_SHM, BM_CONNS, 0, 10000, 0);
+	set(b, BP_FREE, BT_TCP, BM_IDLE, 0, 300, 0);
+	set(b, BP_FREE, BT_SHM, BM_IDLE, 0, 500, 0);
+	set(b, BP_NEIGHBOUR, BT_TCP, BM_IDLE, 0, 300, 0);
+	set(b, BP_NEIGHBOUR, BT_SHM, BM_IDLE, 0, 1400, 0); /* 1100 above: not met */
+
+	int n = bench_targets(b, t);
+	cr_assert_eq(n, BENCH_TARGETS);
+	const struct bench_target *x = target(t, n, "p50_vs_ring", BP_FREE);
+	cr_expect_eq(x->state, BTS_MET);
+	cr_expect_float_eq(x->value, 1.4, 1e-9);
+	cr_expect_eq(target(t, n, "p50_vs_ring", BP_PINNED)->state, BTS_NOT_MET);
+	cr_expect_eq(target(t, n, "p50_vs_tcp", BP_NEIGHBOUR)->state, BTS_MET);
+	cr_expect_eq(target(t, n, "rtts_vs_tcp", BP_OVERSUB)->state, BTS_NOT_MET);
+	cr_expect_eq(target(t, n, "msgs_vs_tcp", BP_FREE)->state, BTS_MET);
+	cr_expect_eq(target(t, n, "stream_vs_tcp", BP_FREE)->state, BTS_NOT_MET);
+	cr_expect_eq(target(t, n, "conns_vs_tcp", BP_FREE)->state, BTS_MET, "1.0x is met");
+	x = target(t, n, "idle_cpu_above_tcp", BP_FREE);
+	cr_expect_eq(x->state, BTS_NOT_MET);
+	cr_expect_eq(x->pl, BP_NEIGHBOUR, "the worst placement is named");
+	cr_expect_float_eq(x->value, 1100, 1e-9);
+
+	/* what cannot be checked says why */
+	b->place_ok[BP_PINNED] = 0;
+	b->o.stream_size = 4096;
+	b->o.sizes[0] = 128;
+	n = bench_targets(b, t);
+	x = target(t, n, "p50_vs_ring", BP_PINNED);
+	cr_expect_eq(x->state, BTS_NOT_CHECKED);
+	cr_expect(strstr(x->why, "skipped"), "%s", x->why);
+	x = target(t, n, "p50_vs_ring", BP_FREE);
+	cr_expect_eq(x->state, BTS_NOT_CHECKED);
+	cr_expect(strstr(x->why, "64 B"), "%s", x->why);
+	cr_expect_eq(target(t, n, "stream_vs_tcp", BP_FREE)->state, BTS_NOT_CHECKED);
+	cr_expect_eq(target(t, n, "msgs_vs_tcp", BP_FREE)->state, BTS_NOT_CHECKED);
+	b->o.nplace = 1; /* --placement free */
+	n = bench_targets(b, t);
+	x = target(t, n, "p50_vs_tcp", BP_NEIGHBOUR);
+	cr_expect_eq(x->state, BTS_NOT_CHECKED);
+	cr_expect(strstr(x->why, "not run"), "%s", x->why);
+	unmake(b);
+}
