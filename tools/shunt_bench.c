@@ -382,6 +382,11 @@ int shunt_cmd_bench(int argc, char **argv)
 			fprintf(stderr, "shunt bench: placement %s skipped: %s\n",
 				bench_place_key[pl], b->place_why[pl]);
 	}
+	if (!nplaces) {
+		fprintf(stderr, "shunt bench: none of the placements asked for can be set up "
+			"here\n");
+		failed = 1;
+	}
 	fprintf(stderr, "shunt bench: %d round(s) of %d placement(s) x %d tests on %d columns, "
 		"%g s each: about %.0f s\n", o->rounds, nplaces, ntests, ncols, o->duration,
 		o->rounds * nplaces * ntests * ncols * (o->duration + 0.1));

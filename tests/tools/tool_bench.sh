@@ -32,6 +32,24 @@ for bad in "--placement bogus" "--placement free,free" "--placement ''" "--cpus 
 	grep -q "^shunt bench: " "$tmp/out" || fail "shunt bench $bad: no message: $(cat "$tmp/out")"
 done
 
+# One CPU: the pinned placement cannot be set up, and says why; the others
+# run.  Nothing at all to run is a failure.
+if [[ ${TOOL_BENCH_PINNED:-1} == 1 ]] && command -v taskset >/dev/null; then
+	rc=0
+	taskset -c 0 "$SHUNT" bench --placement pinned,neighbour --only tcp --rounds 1 \
+		--duration 0.05 --warmup 10 --sizes 64 --connects 10 >"$tmp/out" 2>&1 || rc=$?
+	[[ $rc -eq 0 ]] || fail "one CPU: exit status $rc: $(cat "$tmp/out")"
+	grep -q "^== placement pinned: skipped: needs two CPUs; this process may use 1 ==$" \
+		"$tmp/out" || fail "one CPU: pinned not skipped with its reason: $(cat "$tmp/out")"
+	grep -q "^ping-pong 64 B p50 (us)  *- *- *[0-9.][0-9.]* " "$tmp/out" ||
+		fail "one CPU: neighbour not measured: $(cat "$tmp/out")"
+	rc=0
+	taskset -c 0 "$SHUNT" bench --placement pinned --only tcp >"$tmp/out" 2>&1 || rc=$?
+	[[ $rc -eq 1 ]] || fail "one CPU, pinned only: exit status $rc, expected 1"
+	grep -q "none of the placements asked for can be set up here" "$tmp/out" ||
+		fail "one CPU, pinned only: no message: $(cat "$tmp/out")"
+fi
+
 if [[ ${TOOL_BENCH_PINNED:-1} == 1 ]]; then
 	places=pinned,neighbour sizes=64,512 opts=()
 	(($(nproc) >= 2)) && opts=(--cpus 0,1)
