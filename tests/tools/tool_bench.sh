@@ -164,7 +164,7 @@ for p, b in run:
             marked += 1
             check(judged.search(rlabel) is not None, "%s: %s marked, but not a judged row" % (p, rlabel))
             check(rest.rstrip().endswith("REGRESSION shunt-shm"), "%s: mark %r" % (p, rest))
-            check(float(shm[:-1]) < 0.95, "%s: %s marked at ratio %s" % (p, rlabel, shm))
+            check(float(shm[:-1]) <= 0.95, "%s: %s marked at ratio %s" % (p, rlabel, shm))  # shown rounded
         elif judged.search(rlabel) and re.fullmatch(r"[0-9.]+x", shm):
             pass  # not marked: better, within the margin, or rounds overlapping
 
