@@ -14,6 +14,15 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int parse_start_at(const char *prog, const char *arg, uint64_t *ns)
+{
+	if (parse_u64(arg, ns, 0) == 0)
+		return 0;
+	fprintf(stderr, "%s: --start-at: expected CLOCK_MONOTONIC nanoseconds, got '%s'\n", prog,
+		arg);
+	return -1;
+}
+
 void sleep_until_ns(uint64_t ns)
 {
 	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),

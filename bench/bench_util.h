@@ -10,6 +10,10 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
 
+/* --start-at NS of both benchmark programs: CLOCK_MONOTONIC nanoseconds.
+ * 0, or -1 with a message on stderr that names prog. */
+int parse_start_at(const char *prog, const char *arg, uint64_t *ns);
+
 /* Sleep until CLOCK_MONOTONIC reads ns (at once when that has passed): the
  * common start of clients run at the same time (--start-at). */
 void sleep_until_ns(uint64_t ns);

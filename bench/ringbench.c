@@ -616,11 +616,8 @@ int main(int argc, char **argv)
 			cdf = 1;
 			break;
 		case 'S':
-			if (parse_u64(optarg, &start_at, 0)) {
-				err("--start-at: expected CLOCK_MONOTONIC nanoseconds, got '%s'",
-				    optarg);
+			if (parse_start_at(PROG, optarg, &start_at))
 				return 2;
-			}
 			break;
 		default:
 			usage(stderr);

@@ -708,11 +708,8 @@ static int client_main(int argc, char **argv)
 		case 'u': path = optarg; break;
 		case 'c': cdf = 1; break;
 		case 'S':
-			if (parse_u64(optarg, &start_at, 0)) {
-				err("--start-at: expected CLOCK_MONOTONIC nanoseconds, got '%s'",
-				    optarg);
+			if (parse_start_at(PROG, optarg, &start_at))
 				return 2;
-			}
 			break;
 		case 'P':
 			if (parse_u64(optarg, &peer, 0) || !peer || peer > INT32_MAX) {
