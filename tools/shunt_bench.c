@@ -91,39 +91,25 @@ static int parse_sizes(const char *s, struct bench_opts *o)
 	return o->nsizes ? 0 : -1;
 }
 
-static int parse_only(const char *s, int *mask)
+/* "a,b": names out of keys[0..n), each once, into order[] (as indexes);
+ * the bit mask of those named, or -1 for an unknown or repeated name or an
+ * empty list.  --only and --placement. */
+static int parse_keys(const char *s, const char *const keys[], int n, int *order, int *count)
 {
 	char buf[256], *save = NULL;
 	snprintf(buf, sizeof(buf), "%s", s);
-	*mask = 0;
+	int mask = 0;
+	*count = 0;
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int i;
-		for (i = 0; i < BT_COUNT && strcmp(t, bench_tp_key[i]); i++)
+		for (i = 0; i < n && strcmp(t, keys[i]); i++)
 			;
-		if (i == BT_COUNT)
+		if (i == n || (mask & (1 << i)))
 			return -1;
-		*mask |= 1 << i;
+		mask |= 1 << i;
+		order[(*count)++] = i;
 	}
-	return *mask ? 0 : -1;
-}
-
-/* "free,pinned": the placements in the order given, each once. */
-static int parse_placement(const char *s, struct bench_opts *o)
-{
-	char buf[256], *save = NULL;
-	snprintf(buf, sizeof(buf), "%s", s);
-	o->nplace = 0;
-	int seen = 0;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		int i;
-		for (i = 0; i < BP_COUNT && strcmp(t, bench_place_key[i]); i++)
-			;
-		if (i == BP_COUNT || (seen & (1 << i)))
-			return -1;
-		seen |= 1 << i;
-		o->place[o->nplace++] = (enum bench_place)i;
-	}
-	return o->nplace ? 0 : -1;
+	return mask ? mask : -1;
 }
 
 /* Servers and clients live in process groups of their own (the terminal's
@@ -206,6 +192,7 @@ int shunt_cmd_bench(int argc, char **argv)
 				  .place = { BP_FREE, BP_PINNED, BP_NEIGHBOUR, BP_OVERSUB },
 				  .nplace = BP_COUNT };
 	double x;
+	int order[(int)BT_COUNT > (int)BP_COUNT ? (int)BT_COUNT : (int)BP_COUNT], n;
 	uint64_t u;
 	int c;
 	opterr = 0;
@@ -269,13 +256,15 @@ int shunt_cmd_bench(int argc, char **argv)
 				return usage_error("--fabric: expected auto, yes or no");
 			break;
 		case O_ONLY:
-			if (parse_only(optarg, &o->only))
+			if ((o->only = parse_keys(optarg, bench_tp_key, BT_COUNT, order, &n)) < 0)
 				return usage_error("--only: expected a list of ring,unix,tcp,shm,fabric");
 			break;
 		case O_PLACEMENT:
-			if (parse_placement(optarg, o))
+			if (parse_keys(optarg, bench_place_key, BP_COUNT, order, &n) < 0)
 				return usage_error("--placement: expected a list of free,pinned,"
 						   "neighbour,oversub, each once, got '%s'", optarg);
+			for (o->nplace = 0; o->nplace < n; o->nplace++)
+				o->place[o->nplace] = (enum bench_place)order[o->nplace];
 			break;
 		case O_PAIRS:
 			if (parse_u64(optarg, &u, 0) || !u || u > BENCH_MAX_PAIRS)
