@@ -329,6 +329,9 @@ static void finish_one(int fd, struct shunt_fd *e, void *p)
 
 void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why)
 {
+	/* Even after the last close: a call still in flight in another
+	 * thread must stop waiting on the transport. */
+	__atomic_store_n(&c->left, 1, __ATOMIC_RELEASE);
 	if (__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
 		return;
 	c->reason = (uint8_t)why;

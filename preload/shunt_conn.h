@@ -93,8 +93,11 @@ struct shunt_conn {
 	unsigned fds;      /* fd numbers that refer to it (dup); atomic */
 	int fd;            /* one of those numbers: the TCP socket, for the
 			      transport's own kernel calls; -1 once all closed */
-	uint8_t finished;  /* demoted: entries are KERNEL, resources kept
-			      until the last close */
+	uint8_t finished;  /* demoted, or its last number closed: entries are
+			      KERNEL (or gone), resources kept until the last
+			      reference */
+	uint8_t left;      /* demoted (not closed): the socket is the path now,
+			      so a wait on the transport must end */
 	uint8_t reason;    /* why it was finished */
 	uint8_t nonblock;  /* O_NONBLOCK of the open file (all its numbers) */
 	struct shunt_stat_slot *stat; /* its counters (shunt_stats.h), or NULL */

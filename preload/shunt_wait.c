@@ -434,14 +434,15 @@ struct conn_spin {
 	short ev;
 };
 
-/* Ready, or no longer on the transport: a poll() that hands the connection
- * to the kernel path answers 0 ("ask the kernel"), and the caller must then
- * go to the socket rather than sleep on wake fds nobody will signal again. */
+/* Ready, or demoted: a poll() that hands the connection to the kernel
+ * path answers 0 ("ask the kernel"), and the caller must then go to the
+ * socket rather than sleep on wake fds nobody will signal again.  (A close
+ * in another thread is not a reason to stop: as with the kernel's socket,
+ * a blocked read goes on waiting for data or EOF.) */
 static int conn_ready(void *p)
 {
 	struct conn_spin *a = p;
-	return a->c->ops->poll(a->c, a->ev) != 0 ||
-	       __atomic_load_n(&a->c->finished, __ATOMIC_ACQUIRE);
+	return a->c->ops->poll(a->c, a->ev) != 0 || __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
 }
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
