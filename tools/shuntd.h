@@ -4,7 +4,7 @@
  *   shuntd_ev.c       event loop (file events, periodic timers)
  *   shuntd_net.c      listening and accepting sockets
  *   shuntd_client.c   one client connection: agent protocol, or HTTP
- *   shuntd_http.c     the HTTP request GET /metrics
+ *   shuntd_http.c     the HTTP requests GET /metrics and GET /healthz
  *   shuntd_rundir.c   filing offers, sweeping stale rundir entries
  *   shuntd_metrics.c  counters and the Prometheus text of GET /metrics
  */
@@ -79,6 +79,9 @@ void client_close_all(void);
 
 /* shuntd_rundir.c */
 int rundir_prepare(const char *rundir, char *err, size_t errlen);
+/* The rundir and its subdirectories are still usable (cheap: no listing).
+ * 0, or -1 with the reason in err. */
+int rundir_check(const char *rundir, char *err, size_t errlen);
 /* File o for the listener owned by uid: 0, or -1. */
 int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid);
 /* File a relayed DEMOTE position as r/<key>.<c|s> for the shim of that end

@@ -1,5 +1,5 @@
 /* One client of the agent.  The first byte tells the protocol apart: 'S'
- * starts an agent frame, 'G'/'H' an HTTP request (GET /metrics; TCP port
+ * starts an agent frame, 'G'/'H' an HTTP request (GET /metrics, GET /healthz; TCP port
  * only), anything else is garbage.  Every client must complete each request
  * within client_timeout_ms; a malformed, oversized or late one is counted
  * and closed, and nothing it sends can stop the others being served.

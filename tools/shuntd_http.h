@@ -1,4 +1,5 @@
-/* The one HTTP request shuntd serves on its TCP port: GET /metrics. */
+/* The HTTP requests shuntd serves on its TCP port: GET /metrics and
+ * GET /healthz. */
 #ifndef SHUNTD_HTTP_H
 #define SHUNTD_HTTP_H
 
@@ -8,8 +9,9 @@
 /* in[0..n) is what a client sent so far, cap the most it can send.
  * 0: the request head is not complete yet.  Otherwise *resp (malloc'ed,
  * may be NULL when out of memory) and *len hold the whole response and the
- * connection closes after it: 1 for GET /metrics, -1 for anything else
- * (400, 404, 405). */
+ * connection closes after it: 1 for GET /metrics and GET /healthz (200, or
+ * 503 when the agent is not healthy), -1 for anything else (400, 404,
+ * 405). */
 int http_answer(const uint8_t *in, size_t n, size_t cap, char **resp, size_t *len);
 
 #endif

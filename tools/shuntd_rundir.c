@@ -22,6 +22,10 @@
 #define TMP_MAX_AGE_S 10
 #define SWEEP_MAX 4096
 
+/* The subdirectories the agent uses: registry, offers and wake sockets,
+ * statistics, filed fabric offers, relayed positions. */
+static const char *const subs[] = {"l", "o", "s", "f", "r"};
+
 static int subdir(const char *rundir, const char *sub, const struct stat *owner, char *err,
 		  size_t errlen)
 {
@@ -56,10 +60,35 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen)
 		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
 		return -1;
 	}
-	static const char *const subs[] = {"l", "o", "s", "f", "r"};
 	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
 		if (subdir(rundir, subs[i], &st, err, errlen) < 0)
 			return -1;
+	return 0;
+}
+
+/* What rundir_prepare made, still there and ours to use: a few stat(2) and
+ * access(2) calls, no directory listing, so a health probe every second
+ * costs nothing.  Filing an offer or a relay needs f/ and r/ writable;
+ * queries, sweeps and metrics read l/, o/ and s/. */
+int rundir_check(const char *rundir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(rundir, &st) < 0) {
+		snprintf(err, errlen, "rundir %s: %s", rundir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) || (st.st_mode & 002)) {
+		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+		char p[300];
+		snprintf(p, sizeof p, "%s/%s", rundir, subs[i]);
+		if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode) || access(p, R_OK | W_OK | X_OK) < 0) {
+			snprintf(err, errlen, "rundir %s: %s/ is missing or not usable", rundir, subs[i]);
+			return -1;
+		}
+	}
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of shuntd and the remote rendezvous (issue 4).
 
-    agent_e2e.py protocol|hostile|secret|metrics|netns
+    agent_e2e.py protocol|hostile|secret|metrics|health|netns
 
 Environment (set by ctest): SHUNTD, RDV_PROBE, SHUNT_LIB, PROGS.
 
@@ -184,18 +184,21 @@ class Agent:
 
     scrapes = 0
 
-    def metrics(self):
-        self.scrapes += 1
-        c = Conn(self.addr) if not self.ns else None
-        if c is None:
+    def get(self, path):
+        """GET path on the agent port: (head, body); the whole answer up
+        to the agent's close, Content-Length checked."""
+        req = f"GET {path} HTTP/1.1\r\nHost: test\r\n\r\n".encode()
+        if self.ns:
             out = subprocess.run(["ip", "netns", "exec", self.ns, "python3", "-c",
                                   "import socket,sys;s=socket.create_connection(sys.argv[1:3]);"
-                                  "s.sendall(b'GET /metrics HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n');"
+                                  "s.sendall(sys.argv[3].encode());"
                                   "d=b''\nwhile True:\n x=s.recv(65536)\n if not x: break\n d+=x\n"
-                                  "sys.stdout.buffer.write(d)", self.addr[0], str(self.port)],
+                                  "sys.stdout.buffer.write(d)", self.addr[0], str(self.port),
+                                  req.decode()],
                                  capture_output=True, timeout=10).stdout
         else:
-            c.send(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+            c = Conn(self.addr)
+            c.send(req)
             out = b""
             while True:
                 d = c.s.recv(65536)
@@ -204,9 +207,14 @@ class Agent:
                 out += d
             c.close()
         head, _, body = out.partition(b"\r\n\r\n")
-        check(head.startswith(b"HTTP/1.1 200 OK"), f"/metrics answered {head[:40]!r}")
         m = re.search(rb"Content-Length: (\d+)", head)
-        check(m and int(m.group(1)) == len(body), "Content-Length does not match the body")
+        check(m and int(m.group(1)) == len(body), f"GET {path}: Content-Length does not match the body")
+        return head, body
+
+    def metrics(self):
+        self.scrapes += 1
+        head, body = self.get("/metrics")
+        check(head.startswith(b"HTTP/1.1 200 OK"), f"/metrics answered {head[:40]!r}")
         text = body.decode()
         samples = check_exposition(text)
         promtool(text)
@@ -703,6 +711,56 @@ def t_metrics():
     note("metrics: strict format, promtool, values of a known workload, counters survive exit")
 
 
+def t_health():
+    """GET /healthz: 200 "ok" while the rundir is usable, 503 with the
+    reason while it is not, 200 again once it is back; never counted as a
+    bad request, and the agent serves everyone meanwhile."""
+    rd = make_rundir()
+    port = free_port()
+    srv, sport = listener(rd, "127.0.0.1")
+    agent = Agent(rd, port)
+
+    def health(want, why=None):
+        head, body = agent.get("/healthz")
+        status = head.split(b"\r\n", 1)[0]
+        check(status == {200: b"HTTP/1.1 200 OK", 503: b"HTTP/1.1 503 Service Unavailable"}[want],
+              f"/healthz answered {status!r}, expected {want} ({body!r})")
+        check(b"Content-Type: text/plain\r\n" in head + b"\r\n", f"/healthz content type: {head!r}")
+        if want == 200:
+            check(body == b"ok\n", f"/healthz body {body!r}")
+        else:
+            check(why.encode() in body and body.endswith(b"\n"), f"/healthz body {body!r}, expected {why!r}")
+
+    health(200)
+    # Someone opens the rundir to the world: the agent must not trust it.
+    os.chmod(rd, 0o707)
+    health(503, "writable by others")
+    os.chmod(rd, 0o700)
+    health(200)
+    # A subdirectory the agent files offers into is gone.
+    f = os.path.join(rd, "f")
+    os.rename(f, f + ".away")
+    health(503, "f/ is missing")
+    os.rename(f + ".away", f)
+    health(200)
+    # The whole rundir is gone (a tmpfs remounted, a volume replaced).
+    os.rename(rd, rd + ".away")
+    health(503, "No such file or directory")
+    os.rename(rd + ".away", rd)
+    health(200)
+    # Meanwhile the agent served queries as before, and counted no error.
+    c = Conn(agent.addr)
+    check(c.request(QUERY, query_body("127.0.0.1", sport)) == (QUERY_ANSWER, b"\0"),
+          "a live listener was not found while /healthz was probed")
+    c.close()
+    s = agent.metrics()
+    expect(s, "shuntd_errors_total", 0, reason="http")
+    rc, _ = agent.stop()
+    check(rc == 0, f"shuntd exited {rc}")
+    srv.kill()
+    note("/healthz: 200 ok; 503 for a world-writable rundir, a missing f/, a missing rundir; 200 again")
+
+
 def t_netns():
     tag = f"agnt{os.getpid() % 100000}"  # veth names: at most 15 bytes
     na, nb = f"{NAME}-{os.getpid()}-a", f"{NAME}-{os.getpid()}-b"
@@ -785,7 +843,7 @@ def main():
     for need in (SHUNTD, RDV_PROBE, SHUNT_LIB, PROGS):
         check(need and os.path.exists(need), f"missing {need!r} (SHUNTD, RDV_PROBE, ...)")
     scen = {"protocol": t_protocol, "hostile": t_hostile, "secret": t_secret,
-            "metrics": t_metrics, "netns": t_netns}
+            "metrics": t_metrics, "health": t_health, "netns": t_netns}
     check(len(sys.argv) == 2 and sys.argv[1] in scen, f"usage: agent_e2e.py {'|'.join(scen)}")
     if sys.argv[1] in ("netns", "protocol") and os.geteuid() != 0:
         print(f"[{NAME}] SKIP: needs root (network namespaces, a listener of another uid)")
