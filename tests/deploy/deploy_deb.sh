@@ -49,6 +49,16 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/shunt/shunt
 for p in "$ROOT"/usr/share/man/man*/*.gz; do
 	gzip -t "$p" || die "$p is not gzip"
 done
+# The license the package states is LICENSE's, word for word: the
+# copyright file's last paragraph (the license's text) against LICENSE below its
+# copyright line (blanks and Debian's " ." paragraph marks aside).
+words() { tr -s ' \n\t' '\n\n\n' | grep -vx '\.' | grep -v '^$'; }
+cp=$ROOT/usr/share/doc/shunt/copyright
+grep -qx 'License: BSD-2-clause' "$cp" || die "the copyright file does not state BSD-2-clause"
+grep -qx 'Copyright: 2026 The shunt authors' "$cp" || die "the copyright file does not name The shunt authors"
+diff <(awk '/^License: BSD-2-clause$/ { t = ""; next } { t = t $0 "\n" } END { printf "%s", t }' "$cp" | words) \
+	<(sed '1,/^Copyright/d' "${SHUNT_SRC:?}/LICENSE" | words) >/dev/null ||
+	die "the copyright file's license text differs from LICENSE"
 
 # ---- shunt run from the unpacked tree
 T=$(mktemp -d /dev/shm/shunt-deploy-deb.XXXXXX)
