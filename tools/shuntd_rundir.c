@@ -26,18 +26,37 @@
  * statistics, filed fabric offers, relayed positions. */
 static const char *const subs[] = {"l", "o", "s", "f", "r"};
 
+/* A rundir shared with a group (shm_group: setgid, group rwx) has
+ * subdirectories of the group's too, mode 2770, as the library makes them
+ * (preload/shunt_rundir.c): the shims of the members accept no other, so
+ * one the agent made first must be the same. */
+#define GROUP_DIR_MODE 02770
+
+static int group_dir(const struct stat *st)
+{
+	return (st->st_mode & 02070) == 02070;
+}
+
 static int subdir(const char *rundir, const char *sub, const struct stat *owner, char *err,
 		  size_t errlen)
 {
 	char p[300];
 	snprintf(p, sizeof p, "%s/%s", rundir, sub);
-	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+	if (mkdir(p, group_dir(owner) ? GROUP_DIR_MODE : 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "mkdir %s: %s", p, strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "%s is not a directory", p);
+		return -1;
+	}
+	/* (mkdir's mode went through the umask; the group is the rundir's
+	 * by setgid, unless the directory is older than that.) */
+	if (group_dir(owner) && st.st_uid == geteuid() &&
+	    ((st.st_mode & 07777) != GROUP_DIR_MODE || st.st_gid != owner->st_gid) &&
+	    (chown(p, (uid_t)-1, owner->st_gid) < 0 || chmod(p, GROUP_DIR_MODE) < 0)) {
+		snprintf(err, errlen, "%s: cannot make it the group's: %s", p, strerror(errno));
 		return -1;
 	}
 	/* Root's agent serving another user's rundir: the directory belongs

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of shuntd and the remote rendezvous (issue 4).
 
-    agent_e2e.py protocol|hostile|secret|metrics|health|netns
+    agent_e2e.py protocol|hostile|secret|metrics|health|group|netns
 
 Environment (set by ctest): SHUNTD, RDV_PROBE, SHUNT_LIB, PROGS.
 
@@ -231,19 +231,28 @@ class Agent:
         return rc, time.monotonic() - t0
 
 
-def listener(rundir, host, uid=None, ns=None):
+def as_user(uid, groups=()):
+    """preexec_fn: become uid (its own primary group), with groups."""
+    def become():
+        os.setgroups(list(groups))
+        os.setgid(uid)
+        os.setuid(uid)
+    return become if uid else None
+
+
+def listener(rundir, host, uid=None, ns=None, groups=(), env_extra=None):
     """echo_server under libshunt (a live shunt listener); returns (proc, port)."""
     pf = os.path.join(tempfile.mkdtemp(prefix="shuntd-port-"), "port")
     CLEANUP.append(os.path.dirname(pf))
     os.chmod(os.path.dirname(pf), 0o777)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_PRELOAD": SHUNT_LIB,
            "SHUNT_RUNDIR": rundir, "SHUNT_CONFIG": "/dev/null"}
+    env.update(env_extra or {})
     cmd = [os.path.join(PROGS, "echo_server"), "--host", host, "--port", "0",
            "--port-file", pf, "--conns", "0"]
     if ns:
         cmd = ["ip", "netns", "exec", ns] + cmd
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                         preexec_fn=(lambda: (os.setgid(uid), os.setuid(uid))) if uid else None)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, preexec_fn=as_user(uid, groups))
     PROCS.append(p)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -264,7 +273,7 @@ def probe(args, env_extra=None, uid=None, ns=None):
     if ns:
         cmd = ["ip", "netns", "exec", ns] + cmd
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60,
-                       preexec_fn=(lambda: (os.setgid(uid), os.setuid(uid))) if uid else None)
+                       preexec_fn=as_user(uid))
     return r.returncode, r.stdout, r.stderr
 
 
@@ -761,6 +770,36 @@ def t_health():
     note("/healthz: 200 ok; 503 for a world-writable rundir, a missing f/, a missing rundir; 200 again")
 
 
+def t_group():
+    """A rundir shared with a group (shm_group), made by root as a node's
+    init step would, and the agent started before any shim: the
+    subdirectories it makes are the group's (2770), so a member's shim
+    accepts them and registers its listener there."""
+    gid, uid = 61010, 61011
+    rd = make_rundir()
+    os.chown(rd, 0, gid)
+    os.chmod(rd, 0o2770)
+    os.chmod(os.path.dirname(rd), 0o755)
+    agent = Agent(rd, free_port())
+    for sub in "losfr":
+        st = os.stat(os.path.join(rd, sub))
+        check((st.st_mode & 0o7777, st.st_gid) == (0o2770, gid),
+              f"{sub}/ made by the agent: mode {st.st_mode & 0o7777:o} group {st.st_gid}, "
+              f"expected 2770 group {gid}")
+    srv, sport = listener(rd, "127.0.0.1", uid=uid, groups=(gid,),
+                          env_extra={"SHUNT_SHM_GROUP": str(gid)})
+    c = Conn(agent.addr)
+    check(c.request(QUERY, query_body("127.0.0.1", sport)) == (QUERY_ANSWER, b"\0"),
+          "the member's listener is not in the registry the agent prepared")
+    c.close()
+    entries = os.listdir(os.path.join(rd, "l"))
+    check(entries and all(os.stat(os.path.join(rd, "l", e)).st_uid == uid for e in entries),
+          f"registry entries {entries} are not the member's")
+    srv.kill()
+    agent.stop()
+    note("group rundir: subdirectories 2770 of the group, a member's listener registered")
+
+
 def t_netns():
     tag = f"agnt{os.getpid() % 100000}"  # veth names: at most 15 bytes
     na, nb = f"{NAME}-{os.getpid()}-a", f"{NAME}-{os.getpid()}-b"
@@ -843,9 +882,10 @@ def main():
     for need in (SHUNTD, RDV_PROBE, SHUNT_LIB, PROGS):
         check(need and os.path.exists(need), f"missing {need!r} (SHUNTD, RDV_PROBE, ...)")
     scen = {"protocol": t_protocol, "hostile": t_hostile, "secret": t_secret,
-            "metrics": t_metrics, "health": t_health, "netns": t_netns}
+            "metrics": t_metrics, "health": t_health, "group": t_group,
+            "netns": t_netns}
     check(len(sys.argv) == 2 and sys.argv[1] in scen, f"usage: agent_e2e.py {'|'.join(scen)}")
-    if sys.argv[1] in ("netns", "protocol") and os.geteuid() != 0:
+    if sys.argv[1] in ("netns", "protocol", "group") and os.geteuid() != 0:
         print(f"[{NAME}] SKIP: needs root (network namespaces, a listener of another uid)")
         return
     try:
