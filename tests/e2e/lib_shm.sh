@@ -22,6 +22,17 @@ shm_phase() {
 	chmod 700 "$RUNDIR"
 }
 
+# as_user_prefix UID GROUPS [LIFETIME]: sets PFX (lib.sh's _prefix for
+# MODE) so that, under shunt, the program runs as UID with primary group UID
+# and the supplementary GROUPS (comma-separated ids): another user sharing
+# a rundir through shm_group.  Needs root (setpriv).
+as_user_prefix() {
+	local uid=$1 groups=$2
+	_prefix "$MODE" "${3:-}"
+	[[ $MODE == shunt ]] || return 0
+	PFX=("${PFX[@]:0:4}" setpriv --reuid="$uid" --regid="$uid" --groups="$groups" -- "${PFX[@]:4}")
+}
+
 # shm_conn_re PROG ROLE: a decision line of PROG/ROLE on shm.
 shm_conn_re() { conn_re "$1" "$2" shm '-'; }
 

@@ -48,14 +48,8 @@ done
 printf 'shm_group = %s\nspin_us = 0\n' $GID_G >"$TMP/group.conf"
 chmod 644 "$TMP/group.conf" "$EMPTY_CONF"
 
-# as UID: the command prefix (PFX, from lib.sh) run as UID, primary group
-# UID, supplementary group G.
-as_prefix() {
-	local uid=$1
-	_prefix "$MODE" "${2:-}"
-	[[ $MODE == shunt ]] || return 0
-	PFX=("${PFX[@]:0:4}" setpriv --reuid="$uid" --regid="$uid" --groups="$GID_G" -- "${PFX[@]:4}")
-}
+# as UID: the command prefix run as UID, supplementary group G.
+as_prefix() { as_user_prefix "$1" "$GID_G" "${2:-}"; }
 
 # run_pair NAME MODE SERVER_UID CLIENT_UID SERVER_CONF CLIENT_CONF [KEEP_RUNDIR]
 run_pair() {

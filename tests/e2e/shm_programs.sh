@@ -91,68 +91,7 @@ t_redis() {
 }
 
 # ---------------------------------------------------------------- memcached
-MEMC_PY='
-import hashlib, os, random, socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-rnd = random.Random(int.from_bytes(os.urandom(8), "little"))
-s = socket.create_connection(("127.0.0.1", port))
-buf = b""
-def line():
-    global buf
-    while b"\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            raise SystemExit("FAIL: memcached closed the connection")
-        buf += d
-    l, buf = buf.split(b"\r\n", 1)
-    return l
-def exact(k):
-    global buf
-    while len(buf) < k:
-        d = s.recv(65536)
-        if not d:
-            raise SystemExit("FAIL: memcached closed the connection")
-        buf += d
-    b, buf = buf[:k], buf[k:]
-    return b
-def get_many(keys):
-    s.sendall(b"get " + b" ".join(keys) + b"\r\n")
-    got = {}
-    while True:
-        l = line()
-        if l == b"END":
-            return got
-        _, k, flags, size = l.split()
-        got[k] = (int(flags), exact(int(size)))
-        if exact(2) != b"\r\n":
-            raise SystemExit("FAIL: no CRLF after a value")
-vals = {}
-for i in range(n):
-    k = b"key:%d:%x" % (i, rnd.getrandbits(32))
-    v = rnd.randbytes(rnd.choice([1, 10, 100, 1000, 10000, 100000, rnd.randint(1, 500000)]))
-    vals[k] = (i, v)
-    s.sendall(b"set %s %d 0 %d\r\n" % (k, i, len(v)) + v + b"\r\n")
-    r = line()
-    if r != b"STORED":
-        raise SystemExit("FAIL: set %r: %r" % (k, r))
-for k, (i, v) in vals.items():
-    got = get_many([k])
-    if got.get(k) != (i, v):
-        raise SystemExit("FAIL: get %r: wrong value" % k)
-keys = list(vals)
-for j in range(0, len(keys), 50):
-    got = get_many(keys[j:j + 50])
-    for k in keys[j:j + 50]:
-        if got.get(k) != vals[k]:
-            raise SystemExit("FAIL: multi-get %r: wrong value" % k)
-s.sendall(b"get no:such:key\r\n")
-if line() != b"END":
-    raise SystemExit("FAIL: a missing key returned something")
-total = sum(len(v) for _, v in vals.values())
-h = hashlib.sha256(b"".join(v for _, v in vals.values())).hexdigest()
-s.close()
-print("PASS memcached values=%d bytes=%d sha256=%s" % (n, total, h))
-'
+MEMC_PY=$E2E_DIR/memcached_client.py
 t_memcached() {
 	need memcached python3
 	shm_phase memcached shunt
@@ -163,7 +102,7 @@ t_memcached() {
 	local mpid=$BG_PID
 	wait_port "$port" "$mpid"
 	assert_preloaded "$(bg_prog_pid "$mpid")"
-	runx python3 -c "$MEMC_PY" "$port" 200 >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+	runx python3 "$MEMC_PY" "$port" 200 >"$PDIR/client.out" 2>"$PDIR/client.err" ||
 		die "memcached client failed: $(tail -n 2 "$PDIR/client.out" "$PDIR/client.err")"
 	grep -q '^PASS memcached values=200 ' "$PDIR/client.out" || die "no PASS from the memcached client"
 	note "$(cat "$PDIR/client.out")"
