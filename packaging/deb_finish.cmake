@@ -23,6 +23,12 @@ execute_process(COMMAND ${GZIP} -9nf "${doc}/changelog.Debian" RESULT_VARIABLE r
 if(rc)
   message(FATAL_ERROR "gzip changelog.Debian failed")
 endif()
+# The upstream changelog under the name Debian gives it, compressed.
+file(RENAME "${doc}/CHANGELOG.md" "${doc}/changelog")
+execute_process(COMMAND ${GZIP} -9nf "${doc}/changelog" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "gzip changelog failed")
+endif()
 # The system configuration (a conffile, see conffiles) and the unit, with
 # shuntd where the package puts it.  Debian 12 keeps units in /lib.
 file(MAKE_DIRECTORY "${root}/etc/shunt" "${root}/lib/systemd/system"

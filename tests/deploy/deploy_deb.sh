@@ -30,7 +30,8 @@ dep=$(dpkg-deb -f "$deb" Depends)
 [[ $dep == *libfabric1* && $dep == *libc6* ]] || die "Depends not computed from the binaries: '$dep'"
 for f in usr/bin/shunt usr/sbin/shuntd usr/lib/shunt/install-into \
 	usr/share/man/man1/shunt.1.gz usr/share/man/man5/shunt.conf.5.gz usr/share/man/man8/shuntd.8.gz \
-	usr/share/doc/shunt/examples/shunt.conf usr/share/doc/shunt/copyright usr/share/doc/shunt/DEPLOY.md; do
+	usr/share/doc/shunt/examples/shunt.conf usr/share/doc/shunt/copyright usr/share/doc/shunt/DEPLOY.md \
+	usr/share/doc/shunt/QUICKSTART.md usr/share/doc/shunt/TROUBLESHOOTING.md; do
 	[[ -e "$ROOT/$f" ]] || die "the package lacks /$f"
 done
 lib=$(find "$ROOT/usr/lib" -name libshunt.so -path '*/shunt/*' | head -n 1)
