@@ -18,7 +18,10 @@ PACKAGES=(
 	hyperfine valgrind python3 iproute2 procps psmisc binutils
 	coreutils util-linux findutils grep sed jq
 	# packaging and deployment tests (tests/deploy): cpack -G DEB, lintian,
-	# the manifests' YAML, install-into's RPATH
+	# the manifests' YAML, install-into's RPATH.  Not kubernetes-client:
+	# Debian 12's kubectl (1.20, kustomize v2) cannot render kustomize
+	# components; tests/deploy/kustomize_render.py uses a newer kubectl
+	# when one is installed and its own renderer otherwise.
 	dpkg-dev file lintian python3-yaml patchelf
 )
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # container.sh [--mount SRC:DST[:ro]]... [--host "IP NAME"]... [--user UID:GID]
-#              [--env K=V]... [--cwd DIR] -- CMD ARGS...
+#              [--groups GID,...] [--env K=V]... [--cwd DIR] -- CMD ARGS...
 # One "container" for tests/deploy: run it in a fresh mount namespace
 # (unshare -m --propagation private) inside the pod's network namespace.
 # What a container runtime gives, from Linux primitives:
@@ -9,12 +9,12 @@
 #     point such as /etc/shunt can be made and /etc/hosts written without
 #     touching the host);
 #   - the volumes of the manifest, bind-mounted at their mountPath;
-#   - the user of its securityContext, and an environment holding only PATH,
-#     HOME and the variables of the manifest.
+#   - the user of its securityContext (and its supplementalGroups), and an
+#     environment holding only PATH, HOME and the variables of the manifest.
 # The volumes' sources must not be under /tmp, /run, /opt or /etc (hidden by
 # the above).  DEPLOY_WORK: the test's work directory.
 set -euf   # -f: no globbing of the environment's values
-mounts='' hosts='' user=0:0 cwd=/tmp
+mounts='' hosts='' user=0:0 groups='' cwd=/tmp
 envs="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 HOME=/tmp"
 while [ $# -gt 0 ]; do
@@ -24,6 +24,7 @@ $2"; shift 2 ;;
 	--host) hosts="$hosts
 $2"; shift 2 ;;
 	--user) user=$2; shift 2 ;;
+	--groups) groups=$2; shift 2 ;;
 	--env) envs="$envs
 $2"; shift 2 ;;
 	--cwd) cwd=$2; shift 2 ;;
@@ -60,5 +61,8 @@ set -- env -i $envs "$@"
 IFS=$old_ifs
 if [ "$uid" = 0 ]; then
 	exec "$@"
+fi
+if [ -n "$groups" ]; then
+	exec setpriv --reuid "$uid" --regid "$gid" --groups "$groups" -- "$@"
 fi
 exec setpriv --reuid "$uid" --regid "$gid" --clear-groups -- "$@"

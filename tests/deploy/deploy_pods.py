@@ -17,17 +17,32 @@ DNS name does.
           pod B  redis-benchmark.yaml (init containers, redis-benchmark),
                  198.18.0.2; node 1's hostPath rundir is shared with pod A
   node 2: pod C  redis-benchmark.yaml again, 198.18.1.2, its own node's
-                 rundir: reaches pod A over fabric through pod A's agent
+                 rundir
+  node 1, the node shape: the DaemonSet of node-agent.yaml on node 1's
+          host network; pods D (198.18.2.1) and E (198.18.2.2): the redis
+          Deployment and the redis-benchmark Job of
+          examples/k8s/kustomize/redis, rendered with the shunt component
+          (kustomize_render.py), as two users
 
-Subtests (DEPLOY_ONLY="shm fabric" selects):
+Subtests (DEPLOY_ONLY="shm remote fabric node" selects):
   shm     pod B's redis-benchmark and redis-cli on shm with pod A's redis:
           results checked, shunt stat (run in the sidecar) shows shm
-  fabric  pod C's redis-benchmark and redis-cli on fabric
+  remote  pod C, the manifests unchanged: no RDMA between the "nodes", so
+          fabric_provider = auto keeps every connection on kernel TCP
+          (no-rdma-route), and redis-server never loads libfabric
+  fabric  pods A and C with the documented test override
+          SHUNT_OPTIONS=fabric_provider=tcp (redis restarted with it): pod
+          C's redis-benchmark and redis-cli on fabric through pod A's agent
+  node    the node agent ready (/healthz), the rundir it makes (2770, group
+          7476); pod E's redis-benchmark (uid 1000) and redis-cli on shm
+          with pod D's redis (uid 999); shunt stat run in the node agent
+          counts exactly those connections
 
 Needs root (prints SKIP otherwise).  Environment: DEPLOY_ROOT (the unpacked
 package, from the deploy_package fixture), SHUNT_SRC (the source tree).
 """
 import atexit
+import copy
 import json
 import os
 import re
@@ -38,6 +53,9 @@ import tempfile
 import time
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kustomize_render  # noqa: E402
 
 NAME = "deploy_pods"
 SRC = os.environ.get("SHUNT_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -86,8 +104,10 @@ class World:
         self.bg = []
         self.work = tempfile.mkdtemp(prefix="shunt-deploy-", dir="/dev/shm")
         os.chmod(self.work, 0o755)
-        cm = find(load(os.path.join(K8S, "shunt-config.yaml")), "ConfigMap")
-        self.configmaps = {cm["metadata"]["name"]: cm["data"]}
+        self.configmaps = {}
+        for d in load(os.path.join(K8S, "shunt-config.yaml")) + load(os.path.join(K8S, "node-agent.yaml")):
+            if d and d["kind"] == "ConfigMap":
+                self.configmaps[d["metadata"]["name"]] = d["data"]
 
     def ns(self, name):
         n = f"{self.tag}-{name}"
@@ -166,6 +186,9 @@ class Pod:
         sc.update(c.get("securityContext", {}))
         return f"{sc.get('runAsUser', 0)}:{sc.get('runAsGroup', sc.get('runAsUser', 0))}"
 
+    def groups(self):
+        return ",".join(str(g) for g in self.spec.get("securityContext", {}).get("supplementalGroups", []))
+
     def resolve(self, c, argv0):
         """The program of a container: from the shunt image (the unpacked
         package) or, for the base image's tools and other images, this host."""
@@ -186,6 +209,8 @@ class Pod:
         check(cmd, f"{c['name']}: no command")
         pre = ["ip", "netns", "exec", self.netns, "unshare", "-m", "--propagation", "private",
                CONTAINER_SH, "--user", self.user(c)]
+        if self.groups():
+            pre += ["--groups", self.groups()]
         for m in c.get("volumeMounts", []):
             pre += ["--mount", f"{self.volumes[m['name']]}:{m['mountPath']}" + (":ro" if m.get("readOnly") else "")]
         for e in c.get("env", []):
@@ -222,18 +247,28 @@ class Pod:
         with open(os.path.join(self.dir, name + ".err")) as f:
             return f.read()
 
-    def wait_ready(self, c, secs=10):
-        """A sidecar's readinessProbe (httpGet), from inside the pod."""
-        probe = c.get("readinessProbe", {}).get("httpGet")
-        check(probe, f"sidecar {c['name']} has no httpGet readinessProbe")
+    def probe(self, c, kind):
+        """One httpGet probe of container c, as the kubelet makes it (from
+        the pod's network namespace): (HTTP status, body)."""
+        probe = c.get(kind, {}).get("httpGet")
+        check(probe, f"{c['name']} has no httpGet {kind}")
         url = f"http://127.0.0.1:{probe['port']}{probe['path']}"
+        r = run(["ip", "netns", "exec", self.netns, "curl", "-s", "-o", "-", "-w", "\n%{http_code}", url])
+        body, _, code = r.stdout.rpartition("\n")
+        return (int(code) if code.isdigit() else 0), body
+
+    def wait_ready(self, c, secs=10):
+        """A container's readinessProbe answers 200, then its livenessProbe
+        does too."""
         for _ in range(secs * 20):
-            if run(["ip", "netns", "exec", self.netns, "curl", "-sf", "-o", "/dev/null", url]).returncode == 0:
+            if self.probe(c, "readinessProbe")[0] == 200:
+                code, body = self.probe(c, "livenessProbe")
+                check(code == 200, f"{self.name}/{c['name']}: ready, but its livenessProbe says {code} {body!r}")
                 return
             check(self.procs[c["name"]].poll() is None,
                   f"{self.name}/{c['name']} exited: {self.err(c['name'])[-300:]}")
             time.sleep(0.05)
-        raise Fail(f"{self.name}/{c['name']}: {url} not ready after {secs} s")
+        raise Fail(f"{self.name}/{c['name']}: readinessProbe not 200 after {secs} s")
 
     def init(self):
         """The init containers in order; a native sidecar (restartPolicy
@@ -284,22 +319,40 @@ def bench_results(out, who):
     return rows
 
 
-def stat_totals(pod, program, may_be_absent=False):
-    """shunt stat --json run in the sidecar container, as
-    `kubectl exec -c shuntd redis-... -- shunt stat ...` would."""
+def stat_proc(pod, program, rundir=None, may_be_absent=False):
+    """shunt stat --json run in the agent's container, as
+    `kubectl exec -c shuntd redis-... -- shunt stat ...` would: the one
+    process named PROGRAM."""
+    rundir = rundir or RUNDIR
     c = pod.container("shuntd")
-    r = pod.exec(c, command=["shunt", "stat", "--rundir", RUNDIR, "--json", "-n", program])
+    r = pod.exec(c, command=["shunt", "stat", "--rundir", rundir, "--json", "-n", program])
     check(r.returncode == 0, f"shunt stat failed: {r.stderr.strip()}")
     procs = json.loads(r.stdout.splitlines()[-1])["processes"]
     if not procs and may_be_absent:  # no connection yet, no counters yet
-        return {"connections": {"shm": 0, "fabric": 0, "kernel": 0}, "fallbacks": {}}
-    check(len(procs) == 1, f"shunt stat: {len(procs)} {program} processes in {RUNDIR}")
-    return procs[0]["totals"]
+        return {"totals": {"connections": {"shm": 0, "fabric": 0, "kernel": 0}, "fallbacks": {}}}
+    check(len(procs) == 1, f"shunt stat: {len(procs)} {program} processes in {rundir}")
+    return procs[0]
 
 
-def client_run(pod, want):
+def stat_totals(pod, program, rundir=None, may_be_absent=False):
+    return stat_proc(pod, program, rundir, may_be_absent)["totals"]
+
+
+def with_options(spec, options):
+    """The pod spec with SHUNT_OPTIONS=OPTIONS added to every container that
+    preloads the library: the documented way to change one setting for a
+    pod without another ConfigMap."""
+    spec = copy.deepcopy(spec)
+    for c in spec.get("containers", []):
+        if any(e["name"] == "LD_PRELOAD" for e in c.get("env", [])):
+            c["env"].append({"name": "SHUNT_OPTIONS", "value": options})
+    return spec
+
+
+def client_run(pod, want, reason=None):
     """The Job's redis-benchmark, then redis-cli with the same environment
-    reading what it wrote; both must be on transport WANT, all of them."""
+    reading what it wrote; both must be on transport WANT, all of them (on
+    the kernel path, all for REASON)."""
     c = pod.container("redis-benchmark")
     pod.init()
     t0 = time.monotonic()
@@ -307,12 +360,16 @@ def client_run(pod, want):
     check(r.returncode == 0, f"{pod.name}: redis-benchmark failed ({r.returncode}): {r.stderr[-300:]}")
     rates = bench_results(r.stdout, f"{pod.name}/redis-benchmark")
     n = summary(r.stderr, f"{pod.name}/redis-benchmark")
-    idx = {"shm": 0, "fabric": 1}[want]
+    idx = {"shm": 0, "fabric": 1, "kernel": 2}[want]
     conns = n[idx]
     check(n[idx] >= 4 and sum(n) == n[idx],
           f"{pod.name}: redis-benchmark connections shm={n[0]} fabric={n[1]} kernel={n[2]}, all on {want} expected"
           f" ({[ln for ln in r.stderr.splitlines() if 'fallback' in ln or 'warn' in ln][:3]})")
-    note(f"{pod.name}: redis-benchmark on {want}: {n[idx]} connections, SET {rates['SET']:.0f}/s "
+    if reason:
+        check(re.search(rf"summary: .* fallbacks {reason}={conns}$", r.stderr, re.M),
+              f"{pod.name}: redis-benchmark's fallbacks are not {reason}={conns}: "
+              f"{[ln for ln in r.stderr.splitlines() if 'summary' in ln]}")
+    note(f"{pod.name}: redis-benchmark on {want}{' (' + reason + ')' if reason else ''}: {n[idx]} connections, SET {rates['SET']:.0f}/s "
          f"GET {rates['GET']:.0f}/s ({time.monotonic() - t0:.1f} s)")
     # What the benchmark stored, read back over the accelerated path and
     # plainly (no shunt) from inside the server's pod: the same bytes.
@@ -365,35 +422,44 @@ def main():
         w.link(na, "198.18.1.1", nc, "198.18.1.2")   # to node 2
         a = Pod(w, "redis-a", "node1", na, server, [])
         a.init()
-        redis = a.start(a.container("redis"))
-        wait_listen(na, 6379, redis)
-        maps = open(f"/proc/{redis.pid}/maps").read()
-        check("/opt/shunt/libshunt.so" in maps, "redis-server has not mapped /opt/shunt/libshunt.so")
-        # libfabric is loaded on first need (fabric/fab_lib.c): for a server,
-        # its listen() on an address other hosts reach.  From the volume,
-        # as the application image need not have it.
-        libs = [l.split()[-1] for l in maps.splitlines() if "libfabric.so" in l]
-        check(libs and all(p.startswith("/opt/shunt/deps/") for p in libs),
-              f"redis-server has not loaded libfabric from the volume at listen(): {libs}")
-        note(f"pod {a.name}: redis-server {redis.pid} preloaded from the volume")
+        state = {}
 
-        def plain_get():
-            r = run(["ip", "netns", "exec", na, "redis-cli", "-p", "6379", "--no-raw", "GET", "key:__rand_int__"])
+        def start_redis(spec):
+            """pod A's redis container (of SPEC), listening, preloaded."""
+            c = next(x for x in spec["containers"] if x["name"] == "redis")
+            p = a.start(c)
+            wait_listen(na, 6379, p)
+            maps = open(f"/proc/{p.pid}/maps").read()
+            check("/opt/shunt/libshunt.so" in maps, "redis-server has not mapped /opt/shunt/libshunt.so")
+            state["redis"] = p
+            return maps
+
+        maps = start_redis(server)
+        # fabric_provider = auto and no RDMA device: a listen() that other
+        # hosts reach needs no libfabric (fabric/fab_prov.c), so the
+        # server never loads it.
+        libs = [l.split()[-1] for l in maps.splitlines() if "libfabric.so" in l]
+        check(not libs, f"redis-server loaded libfabric without RDMA (fabric_provider = auto): {libs}")
+        note(f"pod {a.name}: redis-server {state['redis'].pid} preloaded from the volume, no libfabric")
+
+        def plain_get(netns=None):
+            r = run(["ip", "netns", "exec", netns or na, "redis-cli", "-p", "6379", "--no-raw",
+                     "GET", "key:__rand_int__"])
             check(r.returncode == 0, f"plain redis-cli: {r.stderr}")
             return r.stdout
 
-        def sub(name, pod_name, netns, node, host, want):
+        def sub(pod_name, netns, node, host, want, jobspec=job, reason=None):
             """The Job on a pod, then what redis-server's counters say (read
             with shunt stat in the sidecar), then one plain read of what it
             stored: exactly the Job's connections on WANT, one kernel-path
             connection (the plain read, no-peer-shim), the same value."""
             before = stat_totals(a, "redis-server", may_be_absent=True)
-            pod = Pod(w, pod_name, node, netns, job, [host + " redis"])
-            got, conns = client_run(pod, want)
+            pod = Pod(w, pod_name, node, netns, jobspec, [host + " redis"])
+            got, conns = client_run(pod, want, reason)
             if want == "fabric":
                 # The application image need not have libfabric: the
                 # volume has it, and libshunt.so's RPATH finds it there.
-                maps = open(f"/proc/{redis.pid}/maps").read()
+                maps = open(f"/proc/{state['redis'].pid}/maps").read()
                 deps = sorted({l.split()[-1] for l in maps.splitlines() if "/opt/shunt/deps/" in l})
                 check("/opt/shunt/deps/libfabric.so.1" in maps and
                       "/opt/shunt/deps/librdmacm.so.1" in maps,
@@ -403,14 +469,32 @@ def main():
                   f"value over {want} {got!r} != plain {plain!r}")
             t = stat_totals(a, "redis-server")
             d = {k: t["connections"][k] - before["connections"][k] for k in ("shm", "fabric", "kernel")}
-            check(d[want] == conns and d["kernel"] == 1 and sum(d.values()) == conns + 1,
-                  f"shunt stat in the sidecar: redis-server got {d}, expected {want}={conns} kernel=1")
-            check(t["fallbacks"].get("no-peer-shim", 0) - before["fallbacks"].get("no-peer-shim", 0) == 1,
-                  f"the plain read is not the kernel connection: {t['fallbacks']}")
+            kernel = conns + 1 if want == "kernel" else 1
+            check(d[want] == (kernel if want == "kernel" else conns) and d["kernel"] == kernel
+                  and sum(d.values()) == conns + 1,
+                  f"shunt stat in the sidecar: redis-server got {d}, expected {want}={conns} and one plain")
+            # The server finds no offer for a connection its client kept on
+            # TCP, whatever the client's own reason.
+            check(t["fallbacks"].get("no-peer-shim", 0) - before["fallbacks"].get("no-peer-shim", 0) == kernel,
+                  f"redis-server's kernel-path connections are not all no-peer-shim: {t['fallbacks']}")
             note(f"shunt stat --rundir {RUNDIR} in the sidecar: redis-server +{d}")
 
-        subs = (("shm", lambda: sub("shm", "bench-b", nb, "node1", "198.18.0.1", "shm")),
-                ("fabric", lambda: sub("fabric", "bench-c", nc, "node2", "198.18.1.1", "fabric")))
+        def fabric():
+            """The documented test override, in both pods: redis restarted
+            with it, then the Job."""
+            tcp = with_options(server, "fabric_provider=tcp")
+            state["redis"].kill()
+            state["redis"].wait(10)
+            maps = start_redis(tcp)
+            libs = [l.split()[-1] for l in maps.splitlines() if "libfabric.so" in l]
+            check(libs and all(p.startswith("/opt/shunt/deps/") for p in libs),
+                  f"redis-server (fabric_provider=tcp) has not loaded libfabric from the volume at listen(): {libs}")
+            sub("bench-c2", nc, "node2", "198.18.1.1", "fabric", with_options(job, "fabric_provider=tcp"))
+
+        subs = (("shm", lambda: sub("bench-b", nb, "node1", "198.18.0.1", "shm")),
+                ("remote", lambda: sub("bench-c", nc, "node2", "198.18.1.1", "kernel", reason="no-rdma-route")),
+                ("fabric", fabric),
+                ("node", lambda: node_shape(w, plain_get)))
         for name, fn in subs:
             if ONLY and name not in ONLY:
                 continue
@@ -418,10 +502,11 @@ def main():
             try:
                 fn()
                 note(f"ok {name} ({time.monotonic() - t0:.1f} s)")
-            except (Fail, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as e:
+            except (Fail, subprocess.TimeoutExpired, OSError, KeyError, ValueError,
+                    kustomize_render.RenderError) as e:
                 print(f"FAIL: {NAME}/{name}: {e}", flush=True)
                 failed.append(name)
-        check(redis.poll() is None, f"redis-server exited: {a.err('redis')[-300:]}")
+        check(state["redis"].poll() is None, f"redis-server exited: {a.err('redis')[-300:]}")
         check("warn" not in a.err("shuntd") and "error" not in a.err("shuntd"),
               f"shuntd complained: {a.err('shuntd')[-300:]}")
     except (Fail, subprocess.TimeoutExpired, OSError) as e:
@@ -434,6 +519,60 @@ def main():
         return 1
     print(f"PASS: {NAME}")
     return 0
+
+
+def node_shape(w, plain_get):
+    """The node agent of node-agent.yaml on node 1's host network, and the
+    redis Deployment and Job of examples/k8s/kustomize/redis rendered with
+    the shunt component, run as rendered, as users 999 and 1000."""
+    docs = load(os.path.join(K8S, "node-agent.yaml"))
+    ds = find(docs, "DaemonSet")["spec"]["template"]["spec"]
+    rendered, how = kustomize_render.render(os.path.join(K8S, "kustomize/redis"))
+    note(f"examples/k8s/kustomize/redis rendered by {how}")
+    for d in rendered:
+        if d["kind"] == "ConfigMap":
+            check(w.configmaps.get(d["metadata"]["name"]) == d["data"],
+                  f"the component's ConfigMap {d['metadata']['name']} is not node-agent.yaml's")
+    dep = find(rendered, "Deployment")["spec"]["template"]["spec"]
+    job = find(rendered, "Job")["spec"]["template"]["spec"]
+    conf = w.configmaps["shunt-node-config"]["shunt.conf"]
+    rundir = re.search(r"^rundir\s*=\s*(\S+)", conf, re.M).group(1)
+    group = int(re.search(r"^shm_group\s*=\s*(\d+)", conf, re.M).group(1))
+
+    check(ds.get("hostNetwork"), "the node agent is not on the host network")
+    host = w.ns("n1")  # node 1's own network namespace
+    agent = Pod(w, "shuntd-n1", "node1", host, ds, [])
+    agent.init()
+    c = agent.container("shuntd")
+    agent.start(c)
+    agent.wait_ready(c)
+    st = os.stat(os.path.join(agent.volumes["shunt-run"], os.path.relpath(rundir, "/run/shunt")))
+    check((st.st_mode & 0o7777, st.st_gid) == (0o2770, group),
+          f"the node rundir is {st.st_mode & 0o7777:o} group {st.st_gid}, expected 2770 group {group}")
+    note(f"node agent ready on node 1's host network; {rundir} 2770 group {group}")
+
+    nd, ne = w.ns("d"), w.ns("e")
+    w.link(nd, "198.18.2.1", ne, "198.18.2.2")
+    server = Pod(w, "redis-d", "node1", nd, dep, [])
+    server.init()
+    p = server.start(server.container("redis"))
+    wait_listen(nd, 6379, p)
+    check("/opt/shunt/libshunt.so" in open(f"/proc/{p.pid}/maps").read(),
+          "the rendered redis has not mapped /opt/shunt/libshunt.so")
+    client = Pod(w, "bench-e", "node1", ne, job, ["198.18.2.1 redis"])
+    got, conns = client_run(client, "shm")
+    plain = plain_get(nd)
+    check(got.strip() not in ("", "(nil)") and got == plain, f"value over shm {got!r} != plain {plain!r}")
+    proc = stat_proc(agent, "redis-server", rundir)
+    t = proc["totals"]["connections"]
+    users = {server.user(server.container("redis")), client.user(client.container("redis-benchmark"))}
+    check(proc["uid"] == 999 and t["shm"] == conns and t["kernel"] == 1,
+          f"shunt stat in the node agent: redis-server uid {proc['uid']} {t}, expected uid 999, "
+          f"shm={conns} and the plain read")
+    p.kill()
+    p.wait(10)
+    note(f"node shape: redis and redis-benchmark as {sorted(users)}, {conns} connections on shm "
+         f"through the node's rundir; shunt stat in the node agent agrees")
 
 
 if __name__ == "__main__":
