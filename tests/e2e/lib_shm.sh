@@ -33,6 +33,33 @@ as_user_prefix() {
 	PFX=("${PFX[@]:0:4}" setpriv --reuid="$uid" --regid="$uid" --groups="$groups" -- "${PFX[@]:4}")
 }
 
+# memcached_client PORT N: tests/e2e/memcached_client.py (N values set and
+# read back) against memcached on PORT, under the prefix PFX (_prefix or
+# as_user_prefix); output in $PDIR/client.out.  Fails unless it passes.
+memcached_client() {
+	"${PFX[@]}" python3 "$E2E_DIR/memcached_client.py" "$1" "$2" >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+		die "memcached client failed: $(tail -n 2 "$PDIR/client.out" "$PDIR/client.err")"
+	grep -q "^PASS memcached values=$2 " "$PDIR/client.out" || die "no PASS from the memcached client"
+	note "$(cat "$PDIR/client.out")"
+}
+
+# assert_memcached_on_shm: after memcached_client, memcached stopped: its one
+# connection on shm at both ends, no move to TCP, and every value through
+# the rings (sent once, received twice).
+assert_memcached_on_shm() {
+	local total in out
+	check_logs
+	assert_shm_conns 'python3[^:]*' client 1
+	assert_shm_conns memcached server 1
+	assert_conn_pairs 1
+	assert_no_moves
+	total=$(sed -n 's/.* bytes=\([0-9]*\) .*/\1/p' "$PDIR/client.out")
+	read -r in out < <(log_lines "$(shm_close_re 'python3[^:]*' '[0-9]+' '[0-9]+')" |
+		sed -n 's/.*bytes_in=\([0-9]*\) bytes_out=\([0-9]*\)$/\1 \2/p')
+	[[ -n "$in" && $out -gt $total && $in -gt $((2 * total)) ]] ||
+		die "client's shm byte counts (in=$in out=$out) do not cover the values ($total bytes, read twice)"
+}
+
 # shm_conn_re PROG ROLE: a decision line of PROG/ROLE on shm.
 shm_conn_re() { conn_re "$1" "$2" shm '-'; }
 

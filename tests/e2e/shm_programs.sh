@@ -91,7 +91,6 @@ t_redis() {
 }
 
 # ---------------------------------------------------------------- memcached
-MEMC_PY=$E2E_DIR/memcached_client.py
 t_memcached() {
 	need memcached python3
 	shm_phase memcached shunt
@@ -102,24 +101,10 @@ t_memcached() {
 	local mpid=$BG_PID
 	wait_port "$port" "$mpid"
 	assert_preloaded "$(bg_prog_pid "$mpid")"
-	runx python3 "$MEMC_PY" "$port" 200 >"$PDIR/client.out" 2>"$PDIR/client.err" ||
-		die "memcached client failed: $(tail -n 2 "$PDIR/client.out" "$PDIR/client.err")"
-	grep -q '^PASS memcached values=200 ' "$PDIR/client.out" || die "no PASS from the memcached client"
-	note "$(cat "$PDIR/client.out")"
+	_prefix "$MODE"
+	memcached_client "$port" 200
 	stop "$mpid"
-	check_logs
-	assert_shm_conns 'python3[^:]*' client 1
-	assert_shm_conns memcached server 1
-	assert_conn_pairs 1
-	assert_no_moves
-	# every value went through the rings (sent once, received twice)
-	local total
-	total=$(sed -n 's/.* bytes=\([0-9]*\) .*/\1/p' "$PDIR/client.out")
-	local out in
-	read -r in out < <(log_lines "$(shm_close_re 'python3[^:]*' '[0-9]+' '[0-9]+')" |
-		sed -n 's/.*bytes_in=\([0-9]*\) bytes_out=\([0-9]*\)$/\1 \2/p')
-	[[ -n "$in" && $out -gt $total && $in -gt $((2 * total)) ]] ||
-		die "client's shm byte counts (in=$in out=$out) do not cover the values ($total bytes, read twice)"
+	assert_memcached_on_shm
 }
 
 # ---------------------------------------------------------------- nginx
