@@ -39,31 +39,7 @@
 #define MIN_RING_SIZE ((uint64_t)4096)
 #define MAX_RING_SIZE ((uint64_t)1 << 30)
 
-enum key_id {
-	K_ENABLE,
-	K_LOG,
-	K_LOG_FILE,
-	K_RUNDIR,
-	K_SHM_GROUP,
-	K_SPIN_US,
-	K_RING_SIZE,
-	K_FABRIC_PROVIDER,
-	K_AGENT_PORT,
-	K_DEFAULT_TRANSPORT,
-	K_OFFER_TIMEOUT_MS,
-	K_AGENT_SECRET,
-	K_AGENT_SECRET_FILE,
-	K_AGENT_CACHE_S,
-	K_AGENT_TIMEOUT_MS,
-	K_RULE,
-	K_COUNT
-};
-
-static const struct key_def {
-	const char *name;
-	const char *env;             /* SHUNT_<KEY>, NULL if none */
-	int empty_is_default;        /* set-but-empty env var resets to "" */
-} keys[K_COUNT] = {
+const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_ENABLE] = { "enable", "SHUNT_ENABLE", 0 },
 	[K_LOG] = { "log", "SHUNT_LOG", 0 },
 	[K_LOG_FILE] = { "log_file", "SHUNT_LOG_FILE", 1 },
@@ -229,6 +205,31 @@ void shunt_config_defaults(struct shunt_config *c)
 	c->default_transport = SHUNT_TP_AUTO;
 }
 
+int shunt_config_is_default(const struct shunt_config *c, int key)
+{
+	switch ((enum key_id)key) {
+	case K_ENABLE: return c->enabled == 1;
+	case K_LOG: return c->log_level == SHUNT_LOG_WARN;
+	case K_LOG_FILE: return !c->log_file[0];
+	case K_RUNDIR: return !c->rundir[0];
+	case K_SHM_GROUP: return !c->shm_group[0];
+	case K_SPIN_US: return c->spin_us == DEF_SPIN_US;
+	case K_RING_SIZE: return c->ring_size == DEF_RING_SIZE;
+	case K_FABRIC_PROVIDER:
+		return !strncmp(c->fabric_provider, "auto", sizeof(c->fabric_provider));
+	case K_AGENT_PORT: return c->agent_port == DEF_AGENT_PORT;
+	case K_DEFAULT_TRANSPORT: return c->default_transport == SHUNT_TP_AUTO;
+	case K_OFFER_TIMEOUT_MS: return c->offer_timeout_ms == DEF_OFFER_TIMEOUT_MS;
+	case K_AGENT_SECRET: return !c->agent_secret[0];
+	case K_AGENT_SECRET_FILE: return !c->agent_secret_file[0];
+	case K_AGENT_CACHE_S: return c->agent_cache_s == DEF_AGENT_CACHE_S;
+	case K_AGENT_TIMEOUT_MS: return c->agent_timeout_ms == DEF_AGENT_TIMEOUT_MS;
+	case K_RULE: return c->nrules == 0;
+	case K_COUNT: break;
+	}
+	return 1;
+}
+
 static int parse_transport(const char *v, size_t n, enum shunt_transport *t)
 {
 	if (span_is(v, n, "auto"))
@@ -349,14 +350,14 @@ static int find_key(const char *key, size_t n)
 	int k;
 
 	for (k = 0; k < K_COUNT; k++)
-		if (span_is(key, n, keys[k].name))
+		if (span_is(key, n, shunt_config_keys[k].name))
 			return k;
 	return -1;
 }
 
 /* Set key[0..kn) from value[0..vn).  The value is trimmed; one pair of
  * surrounding double quotes is removed. */
-static int set_span(struct shunt_config *c, const char *key, size_t kn,
+static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		    const char *val, size_t vn, unsigned line,
 		    const char *origin, char *err, size_t errlen)
 {
@@ -373,7 +374,7 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 		shunt_config_quote(q, sizeof(q), key, kn);
 		return fail(err, errlen, origin, "unknown key '%s'", q);
 	}
-	name = keys[k].name;
+	name = shunt_config_keys[k].name;
 	if (k == K_RULE)
 		return add_rule(c, val, vn, line, origin, err, errlen);
 
@@ -566,6 +567,36 @@ static int set_span(struct shunt_config *c, const char *key, size_t kn,
 	return fail(err, errlen, origin, "internal error for key %s", name);
 }
 
+/* Who is told which source set a key (shunt_config_load_traced). */
+struct tracer {
+	shunt_config_seen_fn *fn;
+	void *arg;
+};
+
+/* set_value, then the tracer told.  Setting one of agent_secret and
+ * agent_secret_file clears the other: that source decided both. */
+static int set_span(struct shunt_config *c, const struct tracer *tr, const char *key,
+		    size_t kn, const char *val, size_t vn, unsigned line,
+		    const char *origin, char *err, size_t errlen)
+{
+	int had_secret = c->agent_secret[0] != '\0';
+	int had_file = c->agent_secret_file[0] != '\0';
+	if (set_value(c, key, kn, val, vn, line, origin, err, errlen))
+		return -1;
+	if (!tr || !tr->fn)
+		return 0;
+	key = trim(key, &kn);
+	int k = find_key(key, kn);
+	if (k < 0 || k == K_RULE)
+		return 0;
+	tr->fn(shunt_config_keys[k].name, origin, tr->arg);
+	if (had_file && !c->agent_secret_file[0] && k == K_AGENT_SECRET)
+		tr->fn(shunt_config_keys[K_AGENT_SECRET_FILE].name, origin, tr->arg);
+	if (had_secret && !c->agent_secret[0] && k == K_AGENT_SECRET_FILE)
+		tr->fn(shunt_config_keys[K_AGENT_SECRET].name, origin, tr->arg);
+	return 0;
+}
+
 int shunt_config_set(struct shunt_config *c, const char *key,
 		     const char *value, const char *origin,
 		     char *err, size_t errlen)
@@ -576,7 +607,7 @@ int shunt_config_set(struct shunt_config *c, const char *key,
 		return fail(err, errlen, origin, "no key");
 	if (!value)
 		value = "";
-	return set_span(c, key, strlen(key), value, strlen(value), 0, origin,
+	return set_span(c, NULL, key, strlen(key), value, strlen(value), 0, origin,
 			err, errlen);
 }
 
@@ -606,8 +637,8 @@ static size_t strip_comment(const char *s, size_t n, int quotes)
 }
 
 /* One line, NUL-free, at most LINE_MAX_CHARS long. */
-static int parse_line(struct shunt_config *c, const char *s, size_t n,
-		      unsigned line, const char *origin, char *err,
+static int parse_line(struct shunt_config *c, const struct tracer *tr, const char *s,
+		      size_t n, unsigned line, const char *origin, char *err,
 		      size_t errlen)
 {
 	char q[QUOTE_MAX + 4];
@@ -631,7 +662,7 @@ static int parse_line(struct shunt_config *c, const char *s, size_t n,
 			vn--;
 		}
 		vn = strip_comment(v, vn, 1);
-		return set_span(c, s, klen, v, vn, line, origin, err, errlen);
+		return set_span(c, tr, s, klen, v, vn, line, origin, err, errlen);
 	}
 	if (klen > 0 && is_transport_word(s, klen))
 		return add_rule(c, s, strip_comment(s, n, 0), line, origin,
@@ -644,8 +675,8 @@ static int parse_line(struct shunt_config *c, const char *s, size_t n,
 		    "expected 'key = value' or a rule, got '%s'", q);
 }
 
-int shunt_config_parse(struct shunt_config *c, const char *name,
-		       const char *text, size_t len, char *err, size_t errlen)
+static int parse_text(struct shunt_config *c, const struct tracer *tr, const char *name,
+		      const char *text, size_t len, char *err, size_t errlen)
 {
 	char origin[PATH_MAX + 32];
 	size_t pos = 0;
@@ -688,15 +719,21 @@ int shunt_config_parse(struct shunt_config *c, const char *name,
 					    "control character 0x%02x in line",
 					    ch);
 		}
-		if (parse_line(c, s, n, line, origin, err, errlen))
+		if (parse_line(c, tr, s, n, line, origin, err, errlen))
 			return -1;
 		pos += n + (nl ? 1 : 0);
 	}
 	return 0;
 }
 
-int shunt_config_parse_file(struct shunt_config *c, const char *path,
-			    int required, char *err, size_t errlen)
+int shunt_config_parse(struct shunt_config *c, const char *name,
+		       const char *text, size_t len, char *err, size_t errlen)
+{
+	return parse_text(c, NULL, name, text, len, err, errlen);
+}
+
+static int parse_file(struct shunt_config *c, const struct tracer *tr, const char *path,
+		      int required, char *err, size_t errlen)
 {
 	struct stat st;
 	char ebuf[128];
@@ -771,9 +808,15 @@ int shunt_config_parse_file(struct shunt_config *c, const char *path,
 		return fail(err, errlen, path, "file too large (more than %d bytes)",
 			    FILE_MAX_BYTES);
 	}
-	rc = shunt_config_parse(c, path, buf, n, err, errlen);
+	rc = parse_text(c, tr, path, buf, n, err, errlen);
 	free(buf);
 	return rc;
+}
+
+int shunt_config_parse_file(struct shunt_config *c, const char *path,
+			    int required, char *err, size_t errlen)
+{
+	return parse_file(c, NULL, path, required, err, errlen);
 }
 
 /* ---- environment ------------------------------------------------------- */
@@ -784,7 +827,7 @@ static const char *real_getenv(const char *name)
 }
 
 /* SHUNT_OPTIONS="key=value,key=value,...": empty items are skipped. */
-static int parse_options(struct shunt_config *c, const char *opts,
+static int parse_options(struct shunt_config *c, const struct tracer *tr, const char *opts,
 			 char *err, size_t errlen)
 {
 	const char *p = opts;
@@ -810,7 +853,7 @@ static int parse_options(struct shunt_config *c, const char *opts,
 					    "SHUNT_OPTIONS: item %u '%s': expected key=value",
 					    item, q);
 			}
-			if (set_span(c, s, (size_t)(eq - s), eq + 1,
+			if (set_span(c, tr, s, (size_t)(eq - s), eq + 1,
 				     n - (size_t)(eq - s) - 1, 0, origin, err,
 				     errlen))
 				return -1;
@@ -864,9 +907,8 @@ static void reverse_rules(struct shunt_rule *r, unsigned n)
 		swap_rules(&r[i], &r[n - 1 - i]);
 }
 
-int shunt_config_load(struct shunt_config *c,
-		      const char *(*getenv_fn)(const char *name),
-		      char *err, size_t errlen)
+static int load(struct shunt_config *c, const char *(*getenv_fn)(const char *name),
+		const struct tracer *tr, char *err, size_t errlen)
 {
 	const char *v;
 	unsigned nfile;
@@ -882,10 +924,9 @@ int shunt_config_load(struct shunt_config *c,
 
 	v = getenv_fn("SHUNT_CONFIG");
 	if (v && *v) {
-		if (shunt_config_parse_file(c, v, 1, err, errlen))
+		if (parse_file(c, tr, v, 1, err, errlen))
 			return -1;
-	} else if (shunt_config_parse_file(c, SHUNT_DEFAULT_CONFIG, 0, err,
-					   errlen)) {
+	} else if (parse_file(c, tr, SHUNT_DEFAULT_CONFIG, 0, err, errlen)) {
 		return -1;
 	}
 	nfile = c->nrules;
@@ -894,22 +935,23 @@ int shunt_config_load(struct shunt_config *c,
 		size_t n;
 		const char *s;
 
-		if (!keys[k].env)
+		if (!shunt_config_keys[k].env)
 			continue;
-		v = getenv_fn(keys[k].env);
+		v = getenv_fn(shunt_config_keys[k].env);
 		if (!v)
 			continue;
 		n = strlen(v);
 		s = trim(v, &n);
-		if (n == 0 && !keys[k].empty_is_default)
+		if (n == 0 && !shunt_config_keys[k].empty_is_default)
 			continue;
-		if (set_span(c, keys[k].name, strlen(keys[k].name), s, n, 0,
-			     keys[k].env, err, errlen))
+		const char *name = shunt_config_keys[k].name;
+		if (set_span(c, tr, name, strlen(name), s, n, 0, shunt_config_keys[k].env, err,
+			     errlen))
 			return -1;
 	}
 
 	v = getenv_fn("SHUNT_OPTIONS");
-	if (v && parse_options(c, v, err, errlen))
+	if (v && parse_options(c, tr, v, err, errlen))
 		return -1;
 	v = getenv_fn("SHUNT_RULES");
 	if (v && parse_rules_env(c, v, err, errlen))
@@ -924,113 +966,17 @@ int shunt_config_load(struct shunt_config *c,
 	return 0;
 }
 
-/* ---- describe ---------------------------------------------------------- */
-
-struct out {
-	char *buf;
-	size_t len, pos;
-};
-
-__attribute__((format(printf, 2, 3)))
-static void put(struct out *o, const char *fmt, ...)
+int shunt_config_load(struct shunt_config *c,
+		      const char *(*getenv_fn)(const char *name),
+		      char *err, size_t errlen)
 {
-	va_list ap;
-	int n;
-
-	if (o->pos + 1 >= o->len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= o->len - o->pos)
-		o->pos = o->len - 1;
-	else
-		o->pos += (size_t)n;
+	return load(c, getenv_fn, NULL, err, errlen);
 }
 
-static void put_item(struct out *o, const char *key, const char *val)
+int shunt_config_load_traced(struct shunt_config *c,
+			     const char *(*getenv_fn)(const char *name),
+			     shunt_config_seen_fn *seen, void *arg, char *err, size_t errlen)
 {
-	const char *sep = o->pos ? " " : "";
-	int needq = val[0] == '\0' || strpbrk(val, " \t\",#") != NULL;
-
-	put(o, needq ? "%s%s=\"%s\"" : "%s%s=%s", sep, key, val);
-}
-
-size_t shunt_config_describe(const struct shunt_config *c, char *buf,
-			     size_t len)
-{
-	struct out o = { buf, len, 0 };
-	char num[32];
-
-	if (!buf || len == 0)
-		return 0;
-	buf[0] = '\0';
-	if (!c)
-		return 0;
-
-	if (c->enabled != 1)
-		put_item(&o, "enable", c->enabled ? "yes" : "no");
-	if (c->log_level != SHUNT_LOG_WARN)
-		put_item(&o, "log", shunt_log_level_name(c->log_level));
-	if (c->log_file[0])
-		put_item(&o, "log_file", c->log_file);
-	if (c->rundir[0])
-		put_item(&o, "rundir", c->rundir);
-	if (c->shm_group[0])
-		put_item(&o, "shm_group", c->shm_group);
-	if (c->spin_us != DEF_SPIN_US) {
-		snprintf(num, sizeof(num), "%u", c->spin_us);
-		put_item(&o, "spin_us", num);
-	}
-	if (c->ring_size != DEF_RING_SIZE) {
-		size_t s = c->ring_size;
-
-		if (s && (s & (((size_t)1 << 30) - 1)) == 0)
-			snprintf(num, sizeof(num), "%zuG", s >> 30);
-		else if (s && (s & (((size_t)1 << 20) - 1)) == 0)
-			snprintf(num, sizeof(num), "%zuM", s >> 20);
-		else if (s && (s & (((size_t)1 << 10) - 1)) == 0)
-			snprintf(num, sizeof(num), "%zuk", s >> 10);
-		else
-			snprintf(num, sizeof(num), "%zu", s);
-		put_item(&o, "ring_size", num);
-	}
-	if (strncmp(c->fabric_provider, "auto",
-		    sizeof(c->fabric_provider)) != 0) {
-		char p[sizeof(c->fabric_provider)];
-
-		memcpy(p, c->fabric_provider, sizeof(p));
-		p[sizeof(p) - 1] = '\0';
-		put_item(&o, "fabric_provider", p);
-	}
-	if (c->offer_timeout_ms != DEF_OFFER_TIMEOUT_MS) {
-		snprintf(num, sizeof(num), "%u", c->offer_timeout_ms);
-		put_item(&o, "offer_timeout_ms", num);
-	}
-	if (c->agent_port != DEF_AGENT_PORT) {
-		snprintf(num, sizeof(num), "%u", (unsigned)c->agent_port);
-		put_item(&o, "agent_port", num);
-	}
-	if (c->agent_secret[0])
-		put_item(&o, "agent_secret", "(set)"); /* never the secret itself */
-	if (c->agent_secret_file[0])
-		put_item(&o, "agent_secret_file", c->agent_secret_file);
-	if (c->agent_cache_s != DEF_AGENT_CACHE_S) {
-		snprintf(num, sizeof(num), "%u", c->agent_cache_s);
-		put_item(&o, "agent_cache_s", num);
-	}
-	if (c->agent_timeout_ms != DEF_AGENT_TIMEOUT_MS) {
-		snprintf(num, sizeof(num), "%u", c->agent_timeout_ms);
-		put_item(&o, "agent_timeout_ms", num);
-	}
-	if (c->default_transport != SHUNT_TP_AUTO)
-		put_item(&o, "default_transport",
-			 shunt_transport_name(c->default_transport));
-	if (c->nrules) {
-		snprintf(num, sizeof(num), "%u", c->nrules);
-		put_item(&o, "rules", num);
-	}
-	return o.pos;
+	struct tracer tr = { seen, arg };
+	return load(c, getenv_fn, &tr, err, errlen);
 }

@@ -132,6 +132,25 @@ enum shunt_transport shunt_config_decide(const struct shunt_config *c,
 					 const struct sockaddr *sa,
 					 socklen_t salen);
 
+/* The same, telling seen(key, origin, arg) each time a source sets a key,
+ * with origin as messages name it ("FILE:LINE", "SHUNT_SPIN_US",
+ * "SHUNT_OPTIONS: item 2"): the last call for a key names the source its
+ * value came from; a key never named has its default. */
+typedef void shunt_config_seen_fn(const char *key, const char *origin, void *arg);
+int shunt_config_load_traced(struct shunt_config *c,
+			     const char *(*getenv_fn)(const char *name),
+			     shunt_config_seen_fn *seen, void *arg, char *err, size_t errlen);
+
+/* The name of the i-th setting of the parser's key table (rules are not
+ * settings), NULL past the last; and its SHUNT_<KEY> variable (NULL: none). */
+const char *shunt_config_key_name(unsigned i);
+const char *shunt_config_key_env(unsigned i);
+
+/* key's value in c as a configuration file writes it (in double quotes when
+ * it needs them; agent_secret as "(set)", never its value).  The length
+ * snprintf would write, or -1 for an unknown key. */
+int shunt_config_value(const struct shunt_config *c, const char *key, char *buf, size_t len);
+
 /* Writes "key=value key=value ..." for every setting that differs from the
  * defaults, plus "rules=N" when there are rules.  Returns the length. */
 size_t shunt_config_describe(const struct shunt_config *c, char *buf,

@@ -4,8 +4,9 @@
  *                                  "FILE: ok" (+ settings, rule count) or
  *                                  the error line on stderr; exit 0 / 1
  *   shunt config --show            the configuration a process started from
- *                                  this environment would use, as
- *                                  "key = value" lines and its rules */
+ *                                  this environment would use: every key as
+ *                                  "key = value  # where it came from", the
+ *                                  rundir in use and why, and its rules */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "config/shunt_config.h"
 #include "shunt_tool.h"
+#include "stats_read.h"
 
 static void config_usage(FILE *f)
 {
@@ -84,43 +86,47 @@ static void format_rule(const struct shunt_rule *r, char *buf, size_t len)
 		 shunt_role_name(r->role), r->prog, addr, port);
 }
 
-/* key = value, quoted like shunt_config_describe() does when needed, so the
- * output reads back as a configuration file. */
-static void kv(const char *key, const char *value)
+/* The source that last set each key (shunt_config_load_traced). */
+#define MAX_KEYS 64
+static char origin[MAX_KEYS][PATH_MAX + 32];
+
+static void seen(const char *key, const char *where, void *arg)
 {
-	if (!value[0] || strpbrk(value, " \t\",#"))
-		printf("%s = \"%s\"\n", key, value);
-	else
-		printf("%s = %s\n", key, value);
+	(void)arg;
+	for (unsigned i = 0; i < MAX_KEYS && shunt_config_key_name(i); i++)
+		if (!strcmp(shunt_config_key_name(i), key))
+			snprintf(origin[i], sizeof(origin[i]), "%s", where);
 }
 
 static int show(void)
 {
 	static struct shunt_config c;
 	char err[SHUNT_ERR_MAX];
-	if (shunt_config_load(&c, shunt_tool_getenv, err, sizeof(err)) != 0) {
+	if (shunt_config_load_traced(&c, shunt_tool_getenv, seen, NULL, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
 	const char *file = getenv("SHUNT_CONFIG");
-	const char *opts = getenv("SHUNT_OPTIONS");
 	if (!file || !file[0])
 		file = SHUNT_DEFAULT_CONFIG;
-	printf("# effective configuration: defaults < %s%s < SHUNT_* < SHUNT_OPTIONS%s%s\n",
-	       file, access(file, F_OK) == 0 ? "" : " (absent)",
-	       opts && opts[0] ? " = " : "", opts && opts[0] ? opts : "");
-	printf("enable = %s\n", c.enabled ? "yes" : "no");
-	printf("log = %s\n", shunt_log_level_name(c.log_level));
-	kv("log_file", c.log_file);
-	kv("rundir", c.rundir);
-	printf("spin_us = %u\n", c.spin_us);
-	printf("ring_size = %zu\n", c.ring_size);
-	kv("fabric_provider", c.fabric_provider);
-	printf("agent_port = %u\n", c.agent_port);
-	printf("default_transport = %s\n",
-	       shunt_transport_name(c.default_transport));
-	printf("# %u rule%s, first match wins\n", c.nrules,
-	       c.nrules == 1 ? "" : "s");
+	/* Not SHUNT_OPTIONS itself: it may hold agent_secret. */
+	printf("# effective configuration: defaults < %s%s < SHUNT_* < SHUNT_OPTIONS\n", file,
+	       access(file, F_OK) == 0 ? "" : " (absent)");
+	/* Every key of the parser's table, with where its value came from. */
+	for (unsigned i = 0; i < MAX_KEYS && shunt_config_key_name(i); i++) {
+		const char *key = shunt_config_key_name(i);
+		char value[PATH_MAX + 8], line[PATH_MAX + 80];
+		shunt_config_value(&c, key, value, sizeof(value));
+		snprintf(line, sizeof(line), "%s = %s", key, value);
+		printf("%-34s # %s\n", line, origin[i][0] ? origin[i] : "default");
+	}
+	char rundir[SHUNT_STATS_DIR_MAX], why[1024], rerr[SHUNT_STATS_DIR_MAX + 600];
+	if (shunt_stats_rundir_why(NULL, rundir, sizeof(rundir), why, sizeof(why), rerr,
+				   sizeof(rerr)) == 0)
+		printf("# rundir in use: %s: %s\n", rundir, why);
+	else
+		printf("# rundir in use: none: %s\n", rerr);
+	printf("# %u rule%s, first match wins\n", c.nrules, c.nrules == 1 ? "" : "s");
 	for (unsigned i = 0; i < c.nrules; i++) {
 		char rule[256];
 		format_rule(&c.rules[i], rule, sizeof(rule));

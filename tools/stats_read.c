@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,27 @@ static const char *getenv_const(const char *name)
 	return getenv(name);
 }
 
-int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err,
-		       size_t errlen)
+/* " (why)" appended to why[0..len), as far as it fits. */
+__attribute__((format(printf, 3, 4)))
+static void add_why(char *why, size_t len, const char *fmt, ...)
+{
+	if (!why || !len)
+		return;
+	size_t n = strlen(why);
+	if (n + 1 >= len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why + n, len - n, fmt, ap);
+	va_end(ap);
+}
+
+int shunt_stats_rundir_why(const char *override, char *out, size_t outlen, char *why,
+			   size_t whylen, char *err, size_t errlen)
 {
 	struct stat st;
+	if (why && whylen)
+		why[0] = '\0';
 	if (override) {
 		/* Named by the user (root looking at another user's rundir
 		 * included): only that it is there. */
@@ -45,6 +63,7 @@ int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err
 			return -1;
 		}
 		snprintf(out, outlen, "%s", override);
+		add_why(why, whylen, "named on the command line");
 		return 0;
 	}
 	static struct shunt_config c;
@@ -63,21 +82,40 @@ int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err
 			 SHUNT_RUNDIR_MAX);
 		return -1;
 	}
+	if (c.rundir[0])
+		add_why(why, whylen, "the rundir setting");
+	else
+		add_why(why, whylen, "the default for uid %u%s: the first of", euid,
+			euid == 0 && !run_mem ? " (/run is not memory-backed)" : "");
 	/* The library takes the first candidate it can make its own; the
 	 * ones before it are absent or not acceptable, so the first one that
 	 * exists and is acceptable is the library's. */
 	for (int i = 0; i < n; i++) {
 		char sub[SHUNT_STATS_DIR_MAX + 4];
 		snprintf(sub, sizeof sub, "%s/s", cand[i]);
-		if (lstat(cand[i], &st) == 0 && shunt_rundir_acceptable(&st, euid) &&
-		    lstat(sub, &st) == 0 && shunt_rundir_acceptable(&st, euid)) {
+		int exists = lstat(cand[i], &st) == 0;
+		if (exists && shunt_rundir_acceptable(&st, euid) && lstat(sub, &st) == 0 &&
+		    shunt_rundir_acceptable(&st, euid)) {
 			snprintf(out, outlen, "%s", cand[i]);
+			if (!c.rundir[0])
+				add_why(why, whylen, " %s (exists and is this user's)", cand[i]);
 			return 0;
 		}
+		if (!c.rundir[0])
+			add_why(why, whylen, " %s (%s),", cand[i],
+				exists ? "not this user's, or writable by others" : "absent");
 	}
 	/* None yet: no process has counters; the first is where they will be. */
 	snprintf(out, outlen, "%s", cand[0]);
+	add_why(why, whylen, "%s none is there yet: the library makes %s at its first decision",
+		c.rundir[0] ? ";" : "", cand[0]);
 	return 0;
+}
+
+int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err,
+		       size_t errlen)
+{
+	return shunt_stats_rundir_why(override, out, outlen, NULL, 0, err, errlen);
 }
 
 static void copy_words(void *dst, const void *src, size_t bytes)

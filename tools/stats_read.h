@@ -33,6 +33,11 @@
  * 0, or -1 with a one-line message in err. */
 int shunt_stats_rundir(const char *override, char *out, size_t outlen, char *err,
 		       size_t errlen);
+/* The same, with why the library would choose that directory in why (the
+ * rundir setting, or which defaults were tried and found absent or not
+ * this user's; that none exists yet). */
+int shunt_stats_rundir_why(const char *override, char *out, size_t outlen, char *why,
+			   size_t whylen, char *err, size_t errlen);
 
 /* One open connection: the slot's index in its file and a copy of it. */
 struct shunt_conn_snap {

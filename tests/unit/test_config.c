@@ -1406,6 +1406,101 @@ Test(describe, round_trip)
 	cr_assert_eq(memcmp(&again, &cfg, sizeof(cfg)), 0);
 }
 
+/* ---- every key's value, and where it came from -------------------------- */
+
+/* The last origin named for each key (shunt_config_load_traced). */
+static char origins[32][160];
+
+static void seen(const char *key, const char *origin, void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; shunt_config_key_name(i); i++)
+		if (!strcmp(shunt_config_key_name(i), key))
+			snprintf(origins[i], sizeof(origins[i]), "%s", origin);
+}
+
+static const char *origin_of(const char *key)
+{
+	for (unsigned i = 0; shunt_config_key_name(i); i++)
+		if (!strcmp(shunt_config_key_name(i), key))
+			return origins[i][0] ? origins[i] : "default";
+	cr_assert_fail("no key %s", key);
+	return NULL;
+}
+
+static const char *value_of(const char *key)
+{
+	static char buf[PATH_MAX + 8];
+	cr_assert_geq(shunt_config_value(&cfg, key, buf, sizeof(buf)), 0, "%s", key);
+	return buf;
+}
+
+Test(value, every_key_of_the_table)
+{
+	static const char *const want[] = {
+		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size",
+		"fabric_provider", "agent_port", "default_transport", "offer_timeout_ms",
+		"agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
+	};
+	unsigned n = 0;
+	char buf[64];
+
+	shunt_config_defaults(&cfg);
+	while (shunt_config_key_name(n))
+		n++;
+	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
+	for (unsigned i = 0; i < n; i++) {
+		cr_assert_str_eq(shunt_config_key_name(i), want[i]);
+		cr_assert_geq(shunt_config_value(&cfg, want[i], buf, sizeof(buf)), 0, "%s", want[i]);
+	}
+	cr_assert_str_eq(shunt_config_key_env(5), "SHUNT_SPIN_US");
+	cr_assert_null(shunt_config_key_name(n + 5));
+	cr_assert_eq(shunt_config_value(&cfg, "rule", buf, sizeof(buf)), -1);
+	cr_assert_eq(shunt_config_value(&cfg, "spn_us", buf, sizeof(buf)), -1);
+}
+
+Test(value, as_a_file_writes_it)
+{
+	OK("ring_size = 64k\nlog_file = \"/tmp/a b\"\noffer_timeout_ms = 7\n"
+	   "agent_secret = 0123456789abcdef0123\nshm_group = 61000\n");
+	cr_assert_str_eq(value_of("ring_size"), "64k");
+	cr_assert_str_eq(value_of("log_file"), "\"/tmp/a b\"");
+	cr_assert_str_eq(value_of("offer_timeout_ms"), "7");
+	cr_assert_str_eq(value_of("agent_secret"), "(set)");
+	cr_assert_str_eq(value_of("shm_group"), "61000");
+	cr_assert_str_eq(value_of("rundir"), "\"\"");
+	cr_assert_str_eq(value_of("enable"), "yes");
+	cr_assert_str_eq(value_of("default_transport"), "auto");
+}
+
+Test(traced, each_value_names_its_source)
+{
+	const char *p = tmpfile_with("traced.conf", "# settings\nspin_us = 5\n"
+				     "agent_secret = 0123456789abcdef0123\nring_size = 8k\n");
+	memset(origins, 0, sizeof(origins));
+	env_set("SHUNT_CONFIG", p);
+	env_set("SHUNT_RING_SIZE", "16k");
+	env_set("SHUNT_OPTIONS", "log=info,agent_secret_file=/etc/s");
+	cr_assert_eq(shunt_config_load_traced(&cfg, fake_getenv, seen, NULL, err, sizeof(err)), 0,
+		     "%s", err);
+	char want[200];
+	snprintf(want, sizeof(want), "%s:2", p);
+	cr_assert_str_eq(origin_of("spin_us"), want);
+	cr_assert_str_eq(origin_of("ring_size"), "SHUNT_RING_SIZE");
+	cr_assert_str_eq(value_of("ring_size"), "16k");
+	cr_assert_str_eq(origin_of("log"), "SHUNT_OPTIONS: item 1");
+	/* the file's secret was cleared by the options' secret file */
+	cr_assert_str_eq(origin_of("agent_secret_file"), "SHUNT_OPTIONS: item 2");
+	cr_assert_str_eq(origin_of("agent_secret"), "SHUNT_OPTIONS: item 2");
+	cr_assert_str_eq(value_of("agent_secret"), "\"\"");
+	cr_assert_str_eq(origin_of("agent_port"), "default");
+	/* the untraced load gives the same configuration */
+	struct shunt_config traced = cfg;
+	cr_assert_eq(load(), 0, "%s", err);
+	cr_assert_eq(memcmp(&traced, &cfg, sizeof(cfg)), 0);
+	cleanup_tmp();
+}
+
 /* ---- the shipped example ----------------------------------------------- */
 
 Test(example, parses_to_defaults_plus_rules)
