@@ -6,7 +6,7 @@
  *   shunt bench [options]                    kernel TCP vs shunt vs raw ring
  *   shunt ab --server CMD --client CMD       A/B of any program pair
  *   shunt version                            print the version
- *   shunt help                               print usage
+ *   shunt help [COMMAND]                     print usage, or COMMAND's
  *
  * Subcommands are dispatched through a table; each lives in its own file
  * (shunt_run.c, shunt_cmd_config.c, ...), so new ones are a file plus a row. */
@@ -40,7 +40,7 @@ static const struct shunt_subcmd subcmds[] = {
 	  "run a server/client pair plain and under shunt, alternately; compare",
 	  shunt_cmd_ab },
 	{ "version", "", "print the version", cmd_version },
-	{ "help", "", "print this help", cmd_help },
+	{ "help", "[COMMAND]", "print this help, or a command's", cmd_help },
 };
 
 #define NSUBCMDS (sizeof(subcmds) / sizeof(subcmds[0]))
@@ -85,32 +85,58 @@ static int cmd_version(int argc, char **argv)
 	return 0;
 }
 
+static const struct shunt_subcmd *find_subcmd(const char *name)
+{
+	for (size_t i = 0; i < NSUBCMDS; i++)
+		if (!strcmp(name, subcmds[i].name))
+			return &subcmds[i];
+	return NULL;
+}
+
+/* shunt help COMMAND is shunt COMMAND --help. */
 static int cmd_help(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	usage(stdout);
-	return 0;
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	const struct shunt_subcmd *c = find_subcmd(argv[1]);
+	if (argc > 2 || !c) {
+		fprintf(stderr, "shunt help: %s '%s'\n\n", c ? "unexpected" : "unknown command",
+			argv[c ? 2 : 1]);
+		usage(stderr);
+		return SHUNT_EXIT_USAGE;
+	}
+	if (c->main == cmd_help || c->main == cmd_version) {
+		printf("usage: shunt %s%s%s\n  %s\n", c->name, c->args[0] ? " " : "", c->args,
+		       c->summary);
+		return 0;
+	}
+	char *sub_argv[] = { (char *)c->name, "--help", NULL };
+	return c->main(2, sub_argv);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2)
-		return cmd_help(0, NULL);
+	if (argc < 2) {
+		fprintf(stderr, "shunt: no command given\n\n");
+		usage(stderr);
+		return SHUNT_EXIT_USAGE;
+	}
 	const char *name = argv[1];
 	if (!strcmp(name, "--help") || !strcmp(name, "-h"))
 		name = "help";
 	else if (!strcmp(name, "--version") || !strcmp(name, "-V"))
 		name = "version";
-	for (size_t i = 0; i < NSUBCMDS; i++)
-		if (!strcmp(name, subcmds[i].name)) {
-			int rc = subcmds[i].main(argc - 1, argv + 1);
-			if (fflush(stdout) != 0 || ferror(stdout)) {
-				fprintf(stderr, "shunt: error writing output\n");
-				return 1;
-			}
-			return rc;
+	const struct shunt_subcmd *c = find_subcmd(name);
+	if (c) {
+		int rc = c->main(argc - 1, argv + 1);
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			fprintf(stderr, "shunt: error writing output\n");
+			return 1;
 		}
+		return rc;
+	}
 	fprintf(stderr, "shunt: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return SHUNT_EXIT_USAGE;
