@@ -134,12 +134,17 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/* FILE.svg is written directly; FILE.png is that SVG drawn by rsvg-convert
- * (librsvg2-bin), when it is installed. */
-static int write_plot(const struct bench *b, const char *path)
+static int is_png(const char *path)
 {
 	size_t n = strlen(path);
-	if (n < 4 || strcasecmp(path + n - 4, ".png"))
+	return n >= 4 && !strcasecmp(path + n - 4, ".png");
+}
+
+/* FILE.svg is written directly; FILE.png is that SVG drawn by rsvg-convert
+ * (librsvg2-bin), checked for before the run. */
+static int write_plot(const struct bench *b, const char *path)
+{
+	if (!is_png(path))
 		return bench_write_svg(b, path);
 	char svg[4200];
 	if (snprintf(svg, sizeof(svg), "%s.tmp.svg", path) >= (int)sizeof(svg) ||
@@ -231,18 +236,12 @@ int shunt_cmd_bench(int argc, char **argv)
 			o->connects = (unsigned)u;
 			break;
 		case O_CPUS: {
-			char *e;
-			long a = strtol(optarg, &e, 10), bb = -1;
-			if (e != optarg && *e == ',' && e[1])
-				bb = strtol(e + 1, &e, 10);
-			if (*e || a < 0 || bb < 0 || a >= CPU_SETSIZE || bb >= CPU_SETSIZE)
-				return usage_error("--cpus: expected two CPU numbers A,B, got '%s'",
-						   optarg);
-			if (a == bb) /* one CPU for both is what neighbour shows */
+			char err[160];
+			if (child_parse_cpus(optarg, o->cpus, err, sizeof(err)))
+				return usage_error("--cpus: %s", err);
+			if (o->cpus[0] == o->cpus[1]) /* one CPU for both is what neighbour shows */
 				return usage_error("--cpus: expected two different CPUs, got '%s'",
 						   optarg);
-			o->cpus[0] = (int)a;
-			o->cpus[1] = (int)bb;
 			break;
 		}
 		case O_FABRIC:
@@ -287,6 +286,10 @@ int shunt_cmd_bench(int argc, char **argv)
 	}
 	if (optind != argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	/* Now, not after minutes of measuring. */
+	if (o->plot && is_png(o->plot) && !child_in_path("rsvg-convert"))
+		return usage_error("--plot %s: drawing a PNG needs rsvg-convert on PATH "
+				   "(Debian: librsvg2-bin); or ask for .svg", o->plot);
 	if (o->fabric == 0)
 		o->only &= ~(1 << BT_FABRIC);
 	if (o->fabric == 1)

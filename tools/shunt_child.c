@@ -159,6 +159,49 @@ int child_stop(pid_t pid, int group, int grace_ms)
 	return st;
 }
 
+int child_in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	if (!path || !path[0])
+		path = "/usr/local/bin:/usr/bin:/bin"; /* execvp's default, near enough */
+	for (const char *p = path;;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		char file[PATH_MAX];
+		if (snprintf(file, sizeof(file), "%.*s/%s", (int)n, n ? p : ".", name) <
+			    (int)sizeof(file) &&
+		    access(file, X_OK) == 0)
+			return 1;
+		if (!colon)
+			return 0;
+		p = colon + 1;
+	}
+}
+
+int child_parse_cpus(const char *arg, int cpus[2], char *err, size_t errlen)
+{
+	char *e;
+	errno = 0;
+	long a = strtol(arg, &e, 10), b = -1;
+	if (e != arg && *e == ',' && e[1] >= '0' && e[1] <= '9')
+		b = strtol(e + 1, &e, 10);
+	if (errno || *e || a < 0 || b < 0 || a >= CPU_SETSIZE || b >= CPU_SETSIZE) {
+		snprintf(err, errlen, "expected two CPU numbers A,B, got '%s'", arg);
+		return -1;
+	}
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int i = 0; i < 2; i++)
+			if (!CPU_ISSET(i ? b : a, &set)) {
+				snprintf(err, errlen, "CPU %ld is not one this process may run on "
+					 "(%d usable)", i ? b : a, CPU_COUNT(&set));
+				return -1;
+			}
+	cpus[0] = (int)a;
+	cpus[1] = (int)b;
+	return 0;
+}
+
 const char *child_self_exe(void)
 {
 	static char path[PATH_MAX];

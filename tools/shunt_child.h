@@ -29,6 +29,15 @@ int child_wait(pid_t pid, int timeout_ms, int *status);
  * there after grace_ms; reaped.  The exit status, as waitpid's. */
 int child_stop(pid_t pid, int group, int grace_ms);
 
+/* 1 when name is an executable file in a directory of $PATH (as execvp
+ * would find it), else 0. */
+int child_in_path(const char *name);
+
+/* "A,B": two CPU numbers, each one this process may run on (pinning a
+ * child elsewhere would fail only once it starts).  0, or -1 with a
+ * message in err. */
+int child_parse_cpus(const char *arg, int cpus[2], char *err, size_t errlen);
+
 /* This executable (/proc/self/exe), to run "shunt run" from it. */
 const char *child_self_exe(void);
 
