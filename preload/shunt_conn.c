@@ -89,6 +89,7 @@ void shunt_conn_on_listen(int fd, struct shunt_fd *e)
 	if (shunt_fd_kind(e) == SHUNT_FD_LISTEN)
 		return; /* listen() again, to change the backlog */
 	__atomic_store_n(&e->kind, SHUNT_FD_LISTEN, __ATOMIC_RELEASE);
+	shunt_first_decision();
 	if (!shunt_config()->enabled)
 		return;
 	for (const struct shunt_transport_ops *const *t = transports; *t; t++)
@@ -104,6 +105,7 @@ static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
 							 void *),
 				void *arg)
 {
+	shunt_first_decision();
 	const struct shunt_config *c = shunt_config();
 	if (!c->enabled)
 		return SHUNT_R_DISABLED;

@@ -70,17 +70,29 @@ static void load(void)
 		cfg.enabled = 0;
 	}
 	__atomic_store_n(&cfg_ready, 1, __ATOMIC_RELEASE);
-	if (rc < 0) {
+	if (rc < 0)
 		shunt_log(SHUNT_LOG_ERROR,
 			  "%s; shunt disabled, connections use the kernel path", err);
-	} else if (cfg.log_level >= SHUNT_LOG_INFO) {
-		char desc[1024];
-		shunt_config_describe(&cfg, desc, sizeof desc);
-		shunt_log(SHUNT_LOG_INFO, "shunt %s %s%s%s", SHUNT_VERSION,
-			  cfg.enabled ? "enabled" : "disabled", desc[0] ? ": " : "",
-			  desc);
-	}
 	SHUNT_GUARD_LEAVE();
+}
+
+/* The startup line waits for the first decision: a shell script run under
+ * shunt starts dozens of processes that never touch a TCP socket, and
+ * each would otherwise print it.  A fork child has seen its parent's. */
+static int startup_said;
+
+void shunt_first_decision(void)
+{
+	if (likely(__atomic_load_n(&startup_said, __ATOMIC_RELAXED)) ||
+	    __atomic_exchange_n(&startup_said, 1, __ATOMIC_RELAXED))
+		return;
+	const struct shunt_config *c = shunt_config();
+	if (c->log_level < SHUNT_LOG_INFO)
+		return;
+	char desc[1024];
+	shunt_config_describe(c, desc, sizeof desc);
+	shunt_log(SHUNT_LOG_INFO, "shunt %s %s%s%s", SHUNT_VERSION,
+		  c->enabled ? "enabled" : "disabled", desc[0] ? ": " : "", desc);
 }
 
 const struct shunt_config *shunt_config(void)

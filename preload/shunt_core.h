@@ -40,6 +40,11 @@ static inline int shunt_any_accel(void)
  * reads a file).  Never NULL.  When loading failed, ->enabled is 0. */
 const struct shunt_config *shunt_config(void);
 
+/* Called at every listen/connect/accept shunt decides: the first one in a
+ * process prints the startup line (log=info), so that processes that
+ * decide nothing stay quiet. */
+void shunt_first_decision(void);
+
 /* 1 when shunt may make decisions in this call: enabled and not re-entered. */
 int shunt_active(void);
 

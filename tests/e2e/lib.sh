@@ -363,8 +363,8 @@ conn_re() {
 	echo "^shunt\\[[0-9]+\\] $prog: debug: conn fd=[0-9]+ role=$role local=[^ ]+ peer=[^ ]+ transport=$tr reason=$rs\$"
 }
 
-# assert_started PROG: shunt's startup line from PROG (it is printed when the
-# configuration is loaded, i.e. at the first connection decision).
+# assert_started PROG: shunt's startup line from PROG (it is printed at the
+# process's first decision: a listen, connect or accept).
 assert_started() {
 	local prog=$1
 	assert_log_has "^shunt\\[[0-9]+\\] $prog: info: shunt [0-9.]+ enabled"
