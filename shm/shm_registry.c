@@ -14,6 +14,7 @@
 #include "preload/shunt_ownfd.h"
 #include "preload/shunt_real.h"
 #include "shm_internal.h"
+#include "shm_regname.h"
 
 unsigned long shm_netns(void)
 {
@@ -26,42 +27,9 @@ unsigned long shm_netns(void)
 	return ino;
 }
 
-static void hex16(const uint8_t a[16], char out[33])
-{
-	static const char d[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = d[a[i] >> 4];
-		out[2 * i + 1] = d[a[i] & 15];
-	}
-	out[32] = 0;
-}
-
-static int is_any(const uint8_t a[16])
-{
-	static const uint8_t any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-	return !memcmp(a, any6, 16) || !memcmp(a, any4, 16);
-}
-
-static int is_loopback(const uint8_t a[16])
-{
-	static const uint8_t lo6[16] = {[15] = 1};
-	return !memcmp(a, lo6, 16) ||
-	       (a[10] == 0xff && a[11] == 0xff && a[12] == 127 &&
-		!memcmp(a, (const uint8_t[10]){0}, 10));
-}
-
 static void entry_name(char *buf, size_t len, const uint8_t a[16], unsigned port)
 {
-	char h[33];
-	if (is_any(a)) {
-		snprintf(buf, len, "n%lu-any-%u", shm_netns(), port);
-		return;
-	}
-	hex16(a, h);
-	if (is_loopback(a))
-		snprintf(buf, len, "n%lu-%s-%u", shm_netns(), h, port);
-	else
-		snprintf(buf, len, "g-%s-%u", h, port);
+	shm_regname_format(buf, len, shm_netns(), a, port);
 }
 
 static int entry_path(char *buf, size_t len, const char *rundir, const char *name)
@@ -129,7 +97,7 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 	    shm_addr16((struct sockaddr *)&ss, a, &port) < 0)
 		return -1;
 	add(rundir, l, a, port);
-	if (is_any(a)) {
+	if (shm_addr_is_any(a)) {
 		int v6only = 0;
 		socklen_t ol = sizeof v6only;
 		if (ss.ss_family == AF_INET6)
@@ -145,7 +113,7 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 					continue;
 				uint16_t dummy;
 				uint8_t ia[16];
-				if (shm_addr16(i->ifa_addr, ia, &dummy) == 0 && !is_loopback(ia))
+				if (shm_addr16(i->ifa_addr, ia, &dummy) == 0 && !shm_addr_is_loopback(ia))
 					add(rundir, l, ia, port);
 			}
 			freeifaddrs(ifs);
@@ -262,14 +230,14 @@ int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 {
 	uint8_t a[16];
 	uint16_t port;
-	char name[80];
+	char name[SHM_REGNAME_MAX];
 	if (shm_addr16(dst, a, &port) < 0)
 		return 0;
 	if (cached_live(a, port))
 		return 1;
 	entry_name(name, sizeof name, a, port);
 	if (!live(rundir, name, NULL)) {
-		if (!is_loopback(a))
+		if (!shm_addr_is_loopback(a))
 			return 0;
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
 		if (!live(rundir, name, NULL))
@@ -283,13 +251,13 @@ int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsi
 {
 	uint8_t a[16];
 	uint16_t port;
-	char name[80];
+	char name[SHM_REGNAME_MAX];
 	if (shm_addr16(dst, a, &port) < 0)
 		return 0;
 	entry_name(name, sizeof name, a, port);
 	if (live(rundir, name, uid))
 		return 1;
-	if (is_loopback(a)) {
+	if (shm_addr_is_loopback(a)) {
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
 		return live(rundir, name, uid);
 	}
