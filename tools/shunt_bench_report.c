@@ -7,6 +7,7 @@
 
 #include "bench/bench_util.h"
 #include "shunt_bench.h"
+#include "shunt_outfmt.h"
 
 #define LABEL_W 42
 #define CELL_W 13
@@ -246,22 +247,6 @@ void bench_print_table(const struct bench *b, FILE *f)
 		fprintf(f, "--netns: kernel TCP and shunt-fabric ran across two network namespaces "
 			"joined by veth (%s -> %s); the other columns on loopback\n",
 			BENCH_NETNS_CLIENT, BENCH_NETNS_SERVER);
-}
-
-/* RFC 4180: quote a field holding a comma or a quote. */
-static void csv_field(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
 }
 
 /* The message size of the CSV's size_bytes column for metric m. */

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "config/shunt_config.h"
+#include "shunt_outfmt.h"
 #include "shunt_tool.h"
 #include "stats_read.h"
 
@@ -128,20 +129,6 @@ static double spin_pct(uint64_t hits, uint64_t sleeps)
 	return hits + sleeps ? 100.0 * (double)hits / (double)(hits + sleeps) : -1;
 }
 
-static void json_string(const char *str)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			printf("\\u%04x", *p); /* program names are bytes, not UTF-8 */
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
 static void print_conn_text(const struct sample *s, const struct shunt_proc_snap *p,
 			    const struct shunt_conn_snap *c, const struct prev *pr)
 {
@@ -242,18 +229,18 @@ static void print_conn_json(const struct sample *s, const struct shunt_proc_snap
 	shunt_stats_format_addr(x->local, x->lport, l, sizeof l);
 	shunt_stats_format_addr(x->peer, x->pport, r, sizeof r);
 	printf("%s{\"fd\":%d,\"role\":", first ? "" : ",", x->fd);
-	json_string(shunt_stats_role_name(x->role));
+	json_str(stdout, shunt_stats_role_name(x->role));
 	printf(",\"local\":");
-	json_string(l);
+	json_str(stdout, l);
 	printf(",\"peer\":");
-	json_string(r);
+	json_str(stdout, r);
 	printf(",\"transport\":");
-	json_string(shunt_stats_transport_name(x->transport));
+	json_str(stdout, shunt_stats_transport_name(x->transport));
 	printf(",\"state\":");
-	json_string(state_name(x));
+	json_str(stdout, state_name(x));
 	printf(",\"reason\":");
 	if (x->transport == SHUNT_TP_KERNEL || x->state)
-		json_string(shunt_stats_reason_name(x->reason));
+		json_str(stdout, shunt_stats_reason_name(x->reason));
 	else
 		printf("null");
 	printf(",");
@@ -280,7 +267,7 @@ static void print_conn_json(const struct sample *s, const struct shunt_proc_snap
 static void print_proc_json(const struct sample *s, const struct shunt_proc_snap *p)
 {
 	printf("%s{\"pid\":%d,\"program\":", s->nprocs ? "," : "", p->hdr.pid);
-	json_string(p->hdr.prog);
+	json_str(stdout, p->hdr.prog);
 	printf(",\"uid\":%u,\"start_ns\":%llu,\"connections\":[", p->hdr.uid,
 	       (unsigned long long)p->hdr.start_ns);
 	for (unsigned i = 0; i < p->nconns; i++)
@@ -350,7 +337,7 @@ static int one_sample(struct sample *s, const char *rundir)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		printf("{\"time\":%lld.%03ld,\"sample\":%d,\"rundir\":", (long long)ts.tv_sec,
 		       ts.tv_nsec / 1000000, s->nsample);
-		json_string(rundir);
+		json_str(stdout, rundir);
 		printf(",\"processes\":[");
 	} else {
 		if (o->interval > 0)
