@@ -2,6 +2,7 @@
  * it keeps in <rundir>/s/<pid> (read-only: no ptrace, no signal).
  *
  *   shunt stat [-p PID] [-n NAME] [-i SECONDS [-c COUNT]] [--json] [--rundir DIR]
+ *   shunt stat -l [-p PID] [-n NAME] [--json] [--rundir DIR]
  *
  * One line per open connection, like ss or smcss, then each process's
  * totals (connections by transport, including closed ones, bytes, fallbacks
@@ -9,9 +10,12 @@
  * the first shows rates (per second, from the difference with the previous
  * sample of the same connection).  --json prints one JSON object per sample
  * (JSON Lines with -i).  Files of processes that died are skipped and
- * removed. */
+ * removed.  The text names the rundir read and says when it found nothing;
+ * -p of a process that is not there, or has no counters, is an error.
+ * -l lists the listener registry instead (shunt_stat_listen.c). */
 #include <errno.h>
 #include <fnmatch.h>
+#include <signal.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +25,8 @@
 
 #include "config/shunt_config.h"
 #include "shunt_outfmt.h"
+#include "shunt_stat_listen.h"
+#include "shunt_statfile.h"
 #include "shunt_tool.h"
 #include "stats_read.h"
 
@@ -30,6 +36,7 @@ struct opts {
 	double interval;       /* 0: one sample */
 	long count;            /* samples with -i; 0: until interrupted */
 	int json;
+	int listening;         /* -l: the listener registry */
 	const char *rundir;
 };
 
@@ -47,6 +54,7 @@ struct sample {
 	struct prev *old, *cur; /* previous sample's connections, this one's */
 	size_t nold, ncur, capold, capcur;
 	int nprocs;
+	int header_done;        /* text: the column header of this sample */
 	int failed;
 };
 
@@ -54,11 +62,14 @@ static void stat_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: shunt stat [-p PID] [-n NAME] [-i SECONDS [-c COUNT]] [--json] [--rundir DIR]\n"
+		"       shunt stat -l [-p PID] [-n NAME] [--json] [--rundir DIR]\n"
 		"  -p, --pid PID        only this process\n"
 		"  -n, --name NAME      only programs named NAME (a glob: 'redis*')\n"
 		"  -i, --interval SECS  repeat every SECS seconds; later samples show rates per second\n"
 		"  -c, --count N        stop after N samples (with -i)\n"
 		"      --json           one JSON object per sample\n"
+		"  -l, --listening      the listeners registered in the rundir (address, scope,\n"
+		"                       owner, live or stale, the processes holding them)\n"
 		"      --rundir DIR     read DIR instead of the rundir of this environment\n"
 		"Columns: bytes and messages (calls) in and out, fallback reason of kernel-path\n"
 		"connections, spin%% (waits that ended while spinning) and sleeps.\n");
@@ -315,6 +326,9 @@ static int each_process(const struct shunt_proc_snap *p, void *arg)
 	if (o->json) {
 		print_proc_json(s, p);
 	} else {
+		if (!s->header_done)
+			print_header_text(s);
+		s->header_done = 1;
 		for (unsigned i = 0; i < p->nconns; i++)
 			print_conn_text(s, p, &p->conns[i],
 					find_prev(s, p->hdr.pid, &p->conns[i]));
@@ -332,6 +346,7 @@ static int one_sample(struct sample *s, const char *rundir)
 	unsigned removed = 0;
 	s->ncur = 0;
 	s->nprocs = 0;
+	s->header_done = 0;
 	if (o->json) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -343,7 +358,6 @@ static int one_sample(struct sample *s, const char *rundir)
 		if (o->interval > 0)
 			printf("%s# sample %d%s\n", s->nsample > 1 ? "\n" : "", s->nsample,
 			       s->nsample > 1 ? ", rates per second" : "");
-		print_header_text(s);
 	}
 	int n = shunt_stats_scan(rundir, SHUNT_SCAN_CLEAN, each_process, s, &removed);
 	if (n < 0) {
@@ -355,6 +369,12 @@ static int one_sample(struct sample *s, const char *rundir)
 	}
 	if (o->json)
 		printf("],\"stale_removed\":%u}\n", removed);
+	else if (!s->nprocs && o->pid)
+		printf("# process %ld no longer uses shunt in %s\n", o->pid, rundir);
+	else if (!s->nprocs && o->name)
+		printf("# no process named '%s' uses shunt in %s\n", o->name, rundir);
+	else if (!s->nprocs)
+		printf("# no process uses shunt in %s\n", rundir);
 	fflush(stdout);
 	/* This sample's connections are the next one's previous. */
 	struct prev *t = s->old;
@@ -387,6 +407,7 @@ int shunt_cmd_stat(int argc, char **argv)
 		{"count", required_argument, NULL, 'c'},
 		{"json", no_argument, NULL, 'j'},
 		{"rundir", required_argument, NULL, 'r'},
+		{"listening", no_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -394,7 +415,7 @@ int shunt_cmd_stat(int argc, char **argv)
 	int have_count = 0;
 	optind = 1;
 	opterr = 0;
-	for (int ch; (ch = getopt_long(argc, argv, "+:p:n:i:c:h", longopts, NULL)) != -1;) {
+	for (int ch; (ch = getopt_long(argc, argv, "+:p:n:i:c:lh", longopts, NULL)) != -1;) {
 		switch (ch) {
 		case 'p':
 			if (parse_long(optarg, 1, &o.pid) < 0)
@@ -426,6 +447,9 @@ int shunt_cmd_stat(int argc, char **argv)
 		case 'r':
 			o.rundir = optarg;
 			break;
+		case 'l':
+			o.listening = 1;
+			break;
 		case 'h':
 			stat_usage(stdout);
 			return 0;
@@ -441,12 +465,38 @@ int shunt_cmd_stat(int argc, char **argv)
 		return usage_error("unexpected '%s'", argv[optind]);
 	if (have_count && o.interval <= 0)
 		return usage_error("-c needs -i");
+	if (o.listening && o.interval > 0)
+		return usage_error("-l shows the registry once: no -i");
 
 	char rundir[SHUNT_STATS_DIR_MAX], err[SHUNT_STATS_DIR_MAX + 600];
 	if (shunt_stats_rundir(o.rundir, rundir, sizeof rundir, err, sizeof err) < 0) {
 		fprintf(stderr, "shunt stat: %s\n", err);
 		return 1;
 	}
+	if (o.pid && kill((pid_t)o.pid, 0) != 0 && errno == ESRCH) {
+		fprintf(stderr, "shunt stat: no process %ld\n", o.pid);
+		return 1;
+	}
+	if (o.listening) {
+		int n = stat_listeners(rundir, o.pid, o.name, o.json);
+		if (n < 0)
+			return 1;
+		if (o.pid && !n) {
+			fprintf(stderr, "shunt stat: process %ld holds no listener registered in %s\n",
+				o.pid, rundir);
+			return 1;
+		}
+		return 0;
+	}
+	struct shunt_stat_totals t;
+	if (o.pid && !shunt_statfile_sum(rundir, (pid_t)o.pid, &t)) {
+		fprintf(stderr, "shunt stat: process %ld has no shunt counters in %s: it runs "
+			"without libshunt.so, has decided no connection yet, or uses another "
+			"rundir (--rundir)\n", o.pid, rundir);
+		return 1;
+	}
+	if (!o.json)
+		printf("# rundir %s\n", rundir);
 	struct sample s = {.o = &o};
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);
@@ -456,6 +506,8 @@ int shunt_cmd_stat(int argc, char **argv)
 			rc = 1;
 			break;
 		}
+		if (o.pid && !s.nprocs)
+			break; /* it exited: nothing more to sample */
 		if (o.interval <= 0 || (o.count && s.nsample >= o.count))
 			break;
 		/* Absolute deadlines: the period does not drift with the time

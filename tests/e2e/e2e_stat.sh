@@ -220,8 +220,9 @@ python3 "$PDIR/check.py" one "${ARGS[@]}" "$PDIR/stat.json" || die "shunt stat -
 
 # Text: the same numbers in the columns.
 stat_cmd >"$PDIR/stat.txt" || die "shunt stat failed"
-head -n 1 "$PDIR/stat.txt" | grep -q '^PID .*PROGRAM .*LOCAL .*PEER .*TRANS .*BYTES_IN .*BYTES_OUT .*MSGS_IN .*MSGS_OUT .*REASON .*SPIN% .*SLEEPS' ||
-	die "no header line: $(head -n 1 "$PDIR/stat.txt")"
+assert_eq "$(head -n 1 "$PDIR/stat.txt")" "# rundir $RUNDIR" "the rundir read, named first"
+sed -n 2p "$PDIR/stat.txt" | grep -q '^PID .*PROGRAM .*LOCAL .*PEER .*TRANS .*BYTES_IN .*BYTES_OUT .*MSGS_IN .*MSGS_OUT .*REASON .*SPIN% .*SLEEPS' ||
+	die "no header line: $(sed -n 2p "$PDIR/stat.txt")"
 text_line() { # PID LOCAL_PORT -> fields: transport state bytes_in bytes_out reason
 	awk -v pid="$1" -v lp=":$2" '$1 == pid && substr($3, length($3) - length(lp) + 1) == lp {print $5, $6, $7, $8, $11}' "$PDIR/stat.txt"
 }
@@ -243,8 +244,48 @@ python3 "$PDIR/check.py" filter "${ARGS[@]}" "$PDIR/n2.json" \
 	"$(printf '%s\n' "$SRV_PID" "$CLI_PID" | sort -n | paste -sd,)" "-n stat*" || die "-n glob"
 stat_cmd --json -n nosuchprog >"$PDIR/n3.json" || die "stat -n nosuchprog failed"
 python3 "$PDIR/check.py" filter "${ARGS[@]}" "$PDIR/n3.json" "" "-n nosuchprog" || die "-n none"
-stat_cmd -p "$CLI_PID" | awk -v pid="$CLI_PID" 'NR > 1 && !/^  total / && $1 != pid {bad = 1} END {exit bad}' ||
+stat_cmd -p "$CLI_PID" | awk -v pid="$CLI_PID" '!/^(# |PID |  total )/ && $1 != pid {bad = 1} END {exit bad}' ||
 	die "stat -p $CLI_PID shows other processes"
+# Nothing to show is said, never a bare header; a -p that finds nothing is
+# an error: no such process, or one without shunt counters (this shell).
+stat_cmd -n nosuchprog >"$PDIR/none.txt" || die "stat -n nosuchprog failed"
+assert_eq "$(cat "$PDIR/none.txt")" "# rundir $RUNDIR
+# no process named 'nosuchprog' uses shunt in $RUNDIR" "stat -n of nothing"
+mkdir -m 700 "$PDIR/emptyrun"
+"$SHUNT" stat --rundir "$PDIR/emptyrun" >"$PDIR/none.txt" || die "stat of an empty rundir failed"
+assert_eq "$(tail -n 1 "$PDIR/none.txt")" "# no process uses shunt in $PDIR/emptyrun" "stat of an empty rundir"
+nopid() {
+	local rc=0 msg
+	msg=$(stat_cmd "$@" 2>&1 >/dev/null) || rc=$?
+	[[ $rc -eq 1 ]] || die "shunt stat $*: exit $rc, expected 1"
+	grep -q "^shunt stat: $EXPECT" <<<"$msg" || die "shunt stat $*: message '$msg'"
+}
+EXPECT="no process 2147483646\$" nopid -p 2147483646
+EXPECT="process $$ has no shunt counters in $RUNDIR" nopid -p $$
+EXPECT="process $$ has no shunt counters" nopid -p $$ --json
+
+# -l: the listener registry.  The server listens on PA and PB (127.0.0.1):
+# both entries live, held by the server's pid; the client holds none.
+stat_cmd -l --json >"$PDIR/l.json" || die "shunt stat -l --json failed"
+python3 - "$PDIR/l.json" "$RUNDIR" "$SRV_PID" "$PA" "$PB" <<'PY' || die "shunt stat -l --json is wrong"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rundir, srv, pa, pb = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+ls = {l["port"]: l for l in doc["listeners"]}
+if doc["rundir"] != rundir or sorted(ls) != sorted([pa, pb]):
+    sys.exit("FAIL: e2e_stat: -l: rundir %s, ports %s" % (doc["rundir"], sorted(ls)))
+for port in (pa, pb):
+    l = ls[port]
+    want = ("127.0.0.1:%d" % port, "127.0.0.1", "netns", "live", [{"pid": srv, "program": "statsrv"}])
+    got = (l["local"], l["address"], l["scope"], l["state"], l["processes"])
+    if got != want or not isinstance(l["netns"], int):
+        sys.exit("FAIL: e2e_stat: -l port %d: %s, expected %s" % (port, got, want))
+PY
+stat_cmd -l -p "$SRV_PID" >"$PDIR/l.txt" || die "shunt stat -l -p failed"
+grep -Eq "^127\.0\.0\.1:$PA +netns:[0-9]+ +[^ ]+ +live +$SRV_PID/statsrv\$" "$PDIR/l.txt" ||
+	die "shunt stat -l -p: $(cat "$PDIR/l.txt")"
+EXPECT="process $CLI_PID holds no listener" nopid -l -p "$CLI_PID"
+note "the rundir named, nothing found said, -p of nothing an error; -l lists the registry"
 
 # Bad arguments: exit status 2 and a message naming the problem.
 bad_arg() {
@@ -262,6 +303,7 @@ EXPECT="-c needs a count" bad_arg -i 1 -c 0
 EXPECT="unknown option" bad_arg --bogus
 EXPECT="unexpected 'extra'" bad_arg extra
 EXPECT="-p needs an argument" bad_arg -p
+EXPECT="-l shows the registry once" bad_arg -l -i 1
 rc=0
 env "SHUNT_RUNDIR=$RUNDIR" "$SHUNT" stat --rundir "$PDIR/nonexistent" >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || die "stat --rundir of a missing directory: exit $rc, expected 1"
