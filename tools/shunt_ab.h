@@ -16,6 +16,9 @@ struct ab_fig {
 struct ab_figs {
 	int n;
 	struct ab_fig f[AB_MAX_FIGS];
+	double ops;   /* operations the client says it made (round trips,
+			 requests, messages sent), 0 when it does not say:
+			 what CPU time is shared out over */
 };
 
 /* The formats shunt ab reads; "time" means none (wall time only). */

@@ -98,10 +98,20 @@ static int sockperf(char *t, struct ab_figs *out)
 	double v[NKEYS];
 	int seen[NKEYS] = { 0 }, any = 0;
 	char *cur = t, *l;
-	while ((l = next_line(&cur)))
+	double ops;
+	while ((l = next_line(&cur))) {
 		for (int i = 0; i < NKEYS; i++)
 			if (!seen[i] && num_after(l, keys[i].key, &v[i]) == 0)
 				seen[i] = any = 1;
+		/* the whole run's count, warm-up included, as CPU time is: round
+		 * trips ("[Total Run] ... ReceivedMessages=N") or, one way,
+		 * "Total of N messages sent" */
+		if (strstr(l, "[Total Run]") && num_after(l, "ReceivedMessages=", &ops) == 0 &&
+		    ops > 0)
+			out->ops = ops;
+		else if (num_after(l, "Total of", &ops) == 0 && strstr(l, "messages sent"))
+			out->ops = ops;
+	}
 	for (int i = 0; i < NKEYS; i++)
 		if (seen[i])
 			ab_add(out, keys[i].name, v[i], keys[i].higher_better);
@@ -186,6 +196,10 @@ static int redis_text(char *t, struct ab_figs *out)
 		if (num_after(l, "throughput summary:", &v) == 0 && test[0]) {
 			snprintf(label, sizeof(label), "%s (req/s)", test);
 			ab_add(out, label, v, 1);
+			continue;
+		}
+		if (strstr(l, " requests completed in ") && sscanf(l, "%lf", &v) == 1) {
+			out->ops += v;
 			continue;
 		}
 		if (!strncmp(l, "latency summary (msec):", 23)) {
@@ -330,7 +344,9 @@ static int wrk(char *t, struct ab_figs *out)
 	while ((l = next_line(&cur))) {
 		while (*l == ' ' || *l == '\t')
 			l++;
-		if (num_after(l, "Requests/sec:", &v) == 0) {
+		if (strstr(l, " requests in ") && sscanf(l, "%lf", &v) == 1) {
+			out->ops = v;
+		} else if (num_after(l, "Requests/sec:", &v) == 0) {
 			ab_add(out, "requests/s", v, 1);
 		} else if (!strncmp(l, "Transfer/sec:", 13)) {
 			char *e;

@@ -61,6 +61,7 @@ Test(ab_parse, sockperf_pingpong)
 	expect(&f, "latency p99 (us, RTT/2)", 35.111, 0);
 	expect(&f, "latency p99.9 (us, RTT/2)", 121.294, 0);
 	expect(&f, "latency max (us, RTT/2)", 1419.528, 0);
+	cr_expect_eq(f.ops, 46991, "round trips of the whole run: %g", f.ops);
 }
 
 Test(ab_parse, sockperf_throughput)
@@ -70,6 +71,7 @@ Test(ab_parse, sockperf_throughput)
 	cr_expect_eq(f.n, 2);
 	expect(&f, "message rate (msg/s)", 399201, 1);
 	expect(&f, "bandwidth (MB/s)", 389.845, 1);
+	cr_expect_eq(f.ops, 399425, "messages sent: %g", f.ops);
 }
 
 Test(ab_parse, redis_quiet)
@@ -81,6 +83,7 @@ Test(ab_parse, redis_quiet)
 	expect(&f, "SET p50 (ms)", 0.159, 0);
 	expect(&f, "GET (req/s)", 45766.59, 1);
 	expect(&f, "GET p50 (ms)", 0.111, 0);
+	cr_expect_eq(f.ops, 0, "-q does not say how many requests");
 }
 
 Test(ab_parse, redis_csv)
@@ -104,6 +107,7 @@ Test(ab_parse, redis_full_report)
 	expect(&f, "GET (req/s)", 45766.59, 1);
 	expect(&f, "LPUSH (req/s)", 31645.57, 1);
 	expect(&f, "LPUSH p50 (ms)", 0.151, 0);
+	cr_expect_eq(f.ops, 60000, "three tests of 20000 requests: %g", f.ops);
 }
 
 Test(ab_parse, iperf3_text)
@@ -132,6 +136,7 @@ Test(ab_parse, wrk)
 	expect(&f, "requests/s", 27843.07, 1);
 	expect(&f, "transfer (MB/s)", 6.37, 1);
 	expect(&f, "latency avg (us)", 152.49, 0);
+	cr_expect_eq(f.ops, 30575, "%g", f.ops);
 }
 
 Test(ab_parse, wrk_latency_distribution)
@@ -143,6 +148,7 @@ Test(ab_parse, wrk_latency_distribution)
 	expect(&f, "latency avg (us)", 257.67, 0);
 	expect(&f, "latency p50 (us)", 232.0, 0);
 	expect(&f, "latency p99 (us)", 507.0, 0);
+	cr_expect_eq(f.ops, 31622, "%g", f.ops);
 }
 
 /* A format that is not the output's finds nothing, and other programs'
