@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "config/shunt_config.h"
+#include "shunt_run_env.h"
 #include "shunt_tool.h"
 
 #ifndef SHUNT_BIN_TO_LIBDIR
@@ -49,19 +50,6 @@ static void run_usage(FILE *f)
 }
 
 #define usage_error(...) shunt_usage_error("run", __VA_ARGS__)
-
-/* Check a value the way the library will read it (same accepted spellings,
- * same message). */
-static int valid_value(struct shunt_config *scratch, const char *key,
-		       const char *value, const char *opt)
-{
-	char err[SHUNT_ERR_MAX];
-	shunt_config_defaults(scratch);
-	if (shunt_config_set(scratch, key, value, opt, err, sizeof(err)) == 0)
-		return 1;
-	fprintf(stderr, "shunt run: %s\n(see 'shunt run --help')\n", err);
-	return 0;
-}
 
 static int is_file(const char *p)
 {
@@ -167,27 +155,6 @@ static char *build_preload(const char *lib)
 	return out;
 }
 
-static int set_env(const char *name, const char *value)
-{
-	if (setenv(name, value, 1) != 0) {
-		fprintf(stderr, "shunt run: setenv %s: %s\n", name, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* path made absolute against the current directory, without requiring it
- * to exist (log files are created later, and may contain %p). */
-static int absolute(const char *path, char *out, size_t len)
-{
-	if (path[0] == '/')
-		return snprintf(out, len, "%s", path) < (int)len ? 0 : -1;
-	char cwd[PATH_MAX];
-	if (!getcwd(cwd, sizeof(cwd)))
-		return -1;
-	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : -1;
-}
-
 int shunt_cmd_run(int argc, char **argv)
 {
 	enum { O_CONFIG = 1, O_LOG, O_LOG_FILE, O_TRANSPORT, O_OPTIONS, O_HELP };
@@ -200,8 +167,7 @@ int shunt_cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config = NULL, *log = NULL, *log_file = NULL;
-	const char *transport = NULL, *options = NULL;
+	struct run_env env = { 0 };
 
 	opterr = 0;
 	optind = 1;
@@ -209,11 +175,11 @@ int shunt_cmd_run(int argc, char **argv)
 	/* '+': stop at the first non-option (CMD); ':': report missing args */
 	while ((o = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (o) {
-		case O_CONFIG: config = optarg; break;
-		case O_LOG: log = optarg; break;
-		case O_LOG_FILE: log_file = optarg; break;
-		case O_TRANSPORT: transport = optarg; break;
-		case O_OPTIONS: options = optarg; break;
+		case O_CONFIG: env.config = optarg; break;
+		case O_LOG: env.log = optarg; break;
+		case O_LOG_FILE: env.log_file = optarg; break;
+		case O_TRANSPORT: env.transport = optarg; break;
+		case O_OPTIONS: env.options = optarg; break;
 		case 'h':
 		case O_HELP:
 			run_usage(stdout);
@@ -230,68 +196,13 @@ int shunt_cmd_run(int argc, char **argv)
 	char **cmd = argv + optind;
 
 	/* validated, then passed on in canonical spelling */
-	static struct shunt_config scratch;
-	if (log) {
-		if (!valid_value(&scratch, "log", log, "--log"))
-			return SHUNT_EXIT_USAGE;
-		log = shunt_log_level_name(scratch.log_level);
-	}
-	if (transport) {
-		if (!valid_value(&scratch, "default_transport", transport,
-				 "--transport"))
-			return SHUNT_EXIT_USAGE;
-		transport = shunt_transport_name(scratch.default_transport);
-	}
-	if (log_file && !log_file[0])
-		return usage_error("--log-file: empty path");
-
-	char config_abs[PATH_MAX];
-	if (config) {
-		if (!config[0])
-			return usage_error("--config: empty path");
-		if (!realpath(config, config_abs) || access(config_abs, R_OK) != 0) {
-			fprintf(stderr, "shunt run: --config %s: %s\n", config,
-				strerror(errno));
-			return SHUNT_EXIT_USAGE;
-		}
-	}
+	int rc = run_env_check(&env, "run");
+	if (rc)
+		return rc;
 
 	char lib[PATH_MAX];
 	if (find_library(lib) != 0)
 		return 127;
-
-	if (config && set_env("SHUNT_CONFIG", config_abs))
-		return 1;
-	if (log && set_env("SHUNT_LOG", log))
-		return 1;
-	if (log_file) {
-		char abs[PATH_MAX];
-		if (absolute(log_file, abs, sizeof(abs)) != 0) {
-			fprintf(stderr, "shunt run: --log-file %s: path too long "
-				"or no current directory\n", log_file);
-			return SHUNT_EXIT_USAGE;
-		}
-		if (set_env("SHUNT_LOG_FILE", abs))
-			return 1;
-	}
-	if (transport && set_env("SHUNT_DEFAULT_TRANSPORT", transport))
-		return 1;
-	if (options && options[0]) {
-		const char *old = getenv("SHUNT_OPTIONS");
-		if (old && old[0]) {
-			size_t n = strlen(old) + strlen(options) + 2;
-			char *joined = malloc(n);
-			if (!joined)
-				return 1;
-			snprintf(joined, n, "%s,%s", old, options);
-			int rc = set_env("SHUNT_OPTIONS", joined);
-			free(joined);
-			if (rc)
-				return 1;
-		} else if (set_env("SHUNT_OPTIONS", options)) {
-			return 1;
-		}
-	}
 
 	/* Load the configuration the library will see, so that a mistake is
 	 * reported here, once, instead of by the library in every process of
@@ -299,7 +210,10 @@ int shunt_cmd_run(int argc, char **argv)
 	 * runs, on the kernel path (without the library). */
 	static struct shunt_config conf;
 	char err[SHUNT_ERR_MAX];
-	if (shunt_config_load(&conf, shunt_tool_getenv, err, sizeof(err)) != 0) {
+	int loaded = run_env_load(&env, &conf, err, sizeof(err));
+	if (run_env_apply(&env) != 0)
+		return 1;
+	if (loaded != 0) {
 		fprintf(stderr, "shunt: %s; shunt disabled, %s runs on the kernel path\n", err,
 			cmd[0]);
 		fflush(stdout);
@@ -309,9 +223,9 @@ int shunt_cmd_run(int argc, char **argv)
 	}
 
 	char *preload = build_preload(lib);
-	if (!preload || set_env("LD_PRELOAD", preload)) {
-		if (!preload)
-			fprintf(stderr, "shunt run: out of memory\n");
+	if (!preload || setenv("LD_PRELOAD", preload, 1) != 0) {
+		fprintf(stderr, "shunt run: LD_PRELOAD: %s\n", preload ? strerror(errno) : "out of memory");
+		free(preload);
 		return 1;
 	}
 	free(preload);
