@@ -91,11 +91,11 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int child_wait(pid_t pid, int timeout_ms, int *status)
+int child_wait_rusage(pid_t pid, int timeout_ms, int *status, struct rusage *ru)
 {
 	int st;
 	if (timeout_ms < 0) {
-		while (waitpid(pid, &st, 0) < 0)
+		while (wait4(pid, &st, 0, ru) < 0)
 			if (errno != EINTR)
 				return -1;
 		*status = st;
@@ -105,7 +105,7 @@ int child_wait(pid_t pid, int timeout_ms, int *status)
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	uint64_t end = mono_ms() + (uint64_t)timeout_ms;
 	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
+		pid_t r = wait4(pid, &st, WNOHANG, ru);
 		if (r == pid) {
 			if (pfd >= 0)
 				close(pfd);
@@ -132,6 +132,11 @@ int child_wait(pid_t pid, int timeout_ms, int *status)
 			nanosleep(&ts, NULL);
 		}
 	}
+}
+
+int child_wait(pid_t pid, int timeout_ms, int *status)
+{
+	return child_wait_rusage(pid, timeout_ms, status, NULL);
 }
 
 int child_stop(pid_t pid, int group, int grace_ms)

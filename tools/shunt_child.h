@@ -6,6 +6,7 @@
 #define SHUNT_CHILD_H
 
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 struct child_opts {
@@ -24,6 +25,9 @@ pid_t child_start(char *const argv[], const struct child_opts *o);
 /* Wait up to timeout_ms (-1: for ever) for pid to exit.  0 with *status
  * set, 1 on timeout (the child runs on), -1 on error. */
 int child_wait(pid_t pid, int timeout_ms, int *status);
+/* The same, with the child's resource usage (its own and that of the
+ * children it reaped, as wait4 gives it) in *ru when it exited. */
+int child_wait_rusage(pid_t pid, int timeout_ms, int *status, struct rusage *ru);
 
 /* SIGTERM to the child (its group when group is set), SIGKILL if it is still
  * there after grace_ms; reaped.  The exit status, as waitpid's. */

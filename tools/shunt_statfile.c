@@ -24,13 +24,23 @@ static int add_proc(const struct shunt_proc_snap *p, void *arg)
 	return 0;
 }
 
-unsigned shunt_statfile_sum(const char *rundir, pid_t pid, struct shunt_stat_totals *t)
+static unsigned sum(const char *rundir, pid_t pid, int flags, struct shunt_stat_totals *t)
 {
 	struct sum_arg a = { pid, t };
 	memset(t, 0, sizeof(*t));
-	if (shunt_stats_scan(rundir, 0, add_proc, &a, NULL) < 0)
+	if (shunt_stats_scan(rundir, flags, add_proc, &a, NULL) < 0)
 		return 0;
 	return t->procs;
+}
+
+unsigned shunt_statfile_sum(const char *rundir, pid_t pid, struct shunt_stat_totals *t)
+{
+	return sum(rundir, pid, 0, t);
+}
+
+unsigned shunt_statfile_sum_ended(const char *rundir, struct shunt_stat_totals *t)
+{
+	return sum(rundir, 0, SHUNT_SCAN_ENDED, t);
 }
 
 void shunt_statfile_delta(const struct shunt_stat_totals *after,

@@ -22,6 +22,11 @@ struct shunt_stat_totals {
  * rundir).  The number of processes counted. */
 unsigned shunt_statfile_sum(const char *rundir, pid_t pid, struct shunt_stat_totals *t);
 
+/* The decisions of every process that used rundir, those that have
+ * ended included (a finished measurement's private rundir).  The number
+ * of processes counted. */
+unsigned shunt_statfile_sum_ended(const char *rundir, struct shunt_stat_totals *t);
+
 /* after - before, counter by counter. */
 void shunt_statfile_delta(const struct shunt_stat_totals *after,
 			  const struct shunt_stat_totals *before, struct shunt_stat_totals *out);

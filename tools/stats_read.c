@@ -264,6 +264,8 @@ int shunt_stats_scan(const char *rundir, int flags,
 			continue;
 		}
 		int stale = staleness(fd, &st);
+		if (stale > 0 && (flags & SHUNT_SCAN_ENDED))
+			stale = 0;
 		if (stale != 0) {
 			if (stale > 0 && (flags & SHUNT_SCAN_CLEAN) && remove_stale(path, fd, &st) &&
 			    removed)

@@ -57,6 +57,8 @@ struct shunt_proc_snap {
 
 /* Flags of shunt_stats_scan(). */
 #define SHUNT_SCAN_CLEAN 0x1 /* remove stale files */
+#define SHUNT_SCAN_ENDED 0x2 /* pass stale files too (the processes of a
+				finished measurement), not removing them */
 
 /* Calls fn for every live process file in <rundir>/s, in pid order.  fn's
  * snapshot is valid only during the call.  fn returning non-zero stops the
