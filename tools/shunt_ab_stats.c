@@ -36,24 +36,25 @@ void ab_summarize(const double *plain, const double *shunt, int nruns, int highe
 		  struct ab_summary *out)
 {
 	double p[AB_MAX_RUNS], s[AB_MAX_RUNS], r[AB_MAX_RUNS];
-	int n = 0;
+	int m = 0, n = 0;
 	for (int i = 0; i < nruns && i < AB_MAX_RUNS; i++) {
-		if (isnan(plain[i]) || isnan(shunt[i]) || plain[i] == 0)
+		if (isnan(plain[i]) || isnan(shunt[i]))
 			continue;
-		p[n] = plain[i];
-		s[n] = shunt[i];
-		r[n] = shunt[i] / plain[i];
-		n++;
+		p[m] = plain[i];
+		s[m++] = shunt[i];
+		/* a plain 0 (CPU time below the clock's tick) has no ratio */
+		if (plain[i] != 0)
+			r[n++] = shunt[i] / plain[i];
 	}
 	out->pairs = n;
 	out->lo = out->hi = out->coverage = NAN;
+	out->plain = median_d(p, (size_t)m);
+	out->shunt = median_d(s, (size_t)m);
 	if (!n) {
-		out->plain = out->shunt = out->ratio = NAN;
+		out->ratio = NAN;
 		out->verdict = AB_NO_DATA;
 		return;
 	}
-	out->plain = median_d(p, (size_t)n);
-	out->shunt = median_d(s, (size_t)n);
 	out->ratio = median_d(r, (size_t)n); /* and r is sorted */
 	int k = n >= AB_MIN_PAIRS ? ab_interval_rank(n, &out->coverage) : 0;
 	if (!k) {

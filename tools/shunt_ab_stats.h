@@ -18,7 +18,7 @@
 #define AB_CONFIDENCE 0.95
 
 enum ab_verdict {
-	AB_NO_DATA,         /* not one pair with both values (and plain != 0) */
+	AB_NO_DATA,         /* no pair with both values, plain's not 0 */
 	AB_TOO_FEW,         /* fewer than AB_MIN_PAIRS pairs */
 	AB_SAME,            /* the interval holds 1 */
 	AB_BETTER,          /* the interval excludes 1, on shunt's side */
@@ -26,8 +26,8 @@ enum ab_verdict {
 };
 
 struct ab_summary {
-	int pairs;                    /* runs with both values */
-	double plain, shunt;          /* medians over those pairs */
+	int pairs;                    /* runs with both values, plain's not 0 */
+	double plain, shunt;          /* medians over the runs with both values */
 	double ratio;                 /* median of the pairs' shunt/plain */
 	double lo, hi;                /* the interval; NAN with too few pairs */
 	double coverage;              /* its exact coverage; NAN likewise */

@@ -74,8 +74,8 @@ Test(ab_stats, too_few_runs)
 	cr_expect_eq(s.verdict, AB_TOO_FEW);
 }
 
-/* Unpaired values and a plain 0 (no ratio) leave the pair out; the medians
- * are over the pairs only. */
+/* Unpaired values are left out; a plain 0 has no ratio but its pair
+ * counts in the medians (CPU time below a clock tick is 0, not missing). */
 Test(ab_stats, pairs_only)
 {
 	double plain[] = { 100, N, 0, 10, 10, 10, 10, 10, 10 };
@@ -91,7 +91,11 @@ Test(ab_stats, pairs_only)
 	ab_summarize(none_p, none_s, 2, 1, &s);
 	cr_expect_eq(s.pairs, 0);
 	cr_expect_eq(s.verdict, AB_NO_DATA);
-	cr_expect(isnan(s.ratio) && isnan(s.plain));
+	cr_expect(isnan(s.ratio));
+	cr_expect(s.plain == 0 && s.shunt == 1, "%g %g", s.plain, s.shunt);
+	double one_p[] = { N }, one_s[] = { 1 };
+	ab_summarize(one_p, one_s, 1, 1, &s);
+	cr_expect(s.pairs == 0 && isnan(s.plain) && isnan(s.shunt) && s.verdict == AB_NO_DATA);
 }
 
 /* The same input, the same output: nothing random. */
