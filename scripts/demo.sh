@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The main job: install, build, then run a real program pair -- redis-server and
 # redis-benchmark -- plain and under shunt, alternately, with `shunt ab`, and
-# print the figures side by side with their ratio and the transport the shunt
-# side's connections took.
+# print the figures side by side with their ratio, its interval and verdict
+# (6 rounds: the fewest that can give one), the CPU time of both ends and the
+# transport the shunt side's connections took.
 #   scripts/demo.sh [--rounds N] [--requests N]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-rounds=3 requests=100000
+rounds=6 requests=100000
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
