@@ -13,7 +13,7 @@
 #  4. A client that fails in one run: that run is reported and kept out,
 #     the other pairs count; the exit status says whether enough were left.
 #  5. CPU time: the server's start-up is not counted, its work while the
-#     client runs is.
+#     client runs is.  --cpus pins each end where it says.
 #  6. sockperf (a stand-in that prints recorded output): --mps is added to
 #     a ping-pong without it, and a window overflow is explained.
 #  7. A server that never listens; a client whose output is not the format
@@ -256,6 +256,18 @@ for d in busy:
     assert d["server_cpu_s"] <= d["wall_s"] * 1.2 + 0.05, ("more CPU than one thread can use", d)
 ' "$tmp/cpu-idle.json" "$tmp/cpu-busy.json" || fail "server CPU time"
 echo "tool_ab: server CPU: start-up not counted, work during the client counted"
+
+# --cpus A,B: the server on A, the client on B, on both sides.
+last=$(($(nproc) - 1))
+"$SHUNT" ab --runs 1 --warmup 0 --port "$port" --cpus "$last,0" --keep "$tmp/keep5" \
+	--server "grep Cpus_allowed_list /proc/self/status; exec python3 $tmp/cpusrv.py $port idle" \
+	--client 'grep Cpus_allowed_list /proc/self/status' >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "--cpus"; }
+grep -q "^pinning: server on CPU $last, client on CPU 0$" "$tmp/out" || fail "--cpus: no pinning line"
+for side in plain shunt; do
+	grep -q "^Cpus_allowed_list:.$last\$" "$tmp/keep5/server-$side-1.txt" || fail "--cpus: $side server not on CPU $last"
+	grep -q '^Cpus_allowed_list:.0$' "$tmp/keep5/client-$side-1.txt" || fail "--cpus: $side client not on CPU 0"
+done
+echo "tool_ab: --cpus pins the server and the client"
 
 # ---- 6. sockperf: --mps added; an overflow explained ------------------------
 # A stand-in named sockperf prints its arguments and a recorded output.
