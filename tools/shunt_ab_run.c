@@ -287,10 +287,32 @@ static void record(struct ab *a, int side, int r, const struct ab_figs *figs,
 
 /* ---- one run ------------------------------------------------------------ */
 
+/* Start the server or the client ("server", "client") of side: in a
+ * process group of its own, on its CPU with --cpus, its output into a new
+ * temporary file (*fd).  The pid, or -1 with why in run->error. */
+static pid_t start(const struct ab *a, const char *what, int side, const char *rundir, int *fd,
+		   struct ab_run *run)
+{
+	int is_server = !strcmp(what, "server");
+	char opts[4200], *argv[20];
+	*fd = child_tmpfile();
+	struct child_opts o = CHILD_OPTS_INIT;
+	o.out_fd = o.err_fd = *fd;
+	o.new_group = 1;
+	o.plain = !side;
+	o.cpu = a->cpus[is_server ? 0 : 1];
+	pid_t pid = *fd >= 0 && build_argv(a, is_server ? a->server : a->client, side, rundir,
+					   argv, opts, sizeof(opts)) >= 0
+			    ? child_start(argv, &o)
+			    : -1;
+	if (pid < 0)
+		snprintf(run->error, sizeof(run->error), "cannot start the %s", what);
+	return pid;
+}
+
 int ab_run_one(struct ab *a, int side, int r, int warmup)
 {
-	char rundir[128] = "", opts[4200];
-	char *argv[20];
+	char rundir[128] = "";
 	pid_t server = 0;
 	int srv_fd = -1, cli_fd = -1, rc = -1;
 	struct ab_run scratch, *run = warmup ? &scratch : &a->run[side][r];
@@ -302,49 +324,32 @@ int ab_run_one(struct ab *a, int side, int r, int warmup)
 	}
 
 	if (a->server) {
-		srv_fd = child_tmpfile();
-		if (srv_fd < 0 || build_argv(a, a->server, side, rundir, argv, opts, sizeof(opts)) < 0) {
-			snprintf(run->error, sizeof(run->error), "cannot start the server");
-			goto out;
-		}
-		struct child_opts o = CHILD_OPTS_INIT;
-		o.out_fd = o.err_fd = srv_fd;
-		o.new_group = 1;
-		o.plain = !side;
-		o.cpu = a->cpus[0];
-		server = child_start(argv, &o);
+		server = start(a, "server", side, rundir, &srv_fd, run);
 		current_server = server;
-		if (server < 0) {
-			snprintf(run->error, sizeof(run->error), "cannot start the server");
+		if (server < 0)
 			goto out;
-		}
 		if (wait_ready(a, server, rundir, side, run) != 0) {
 			failed_output("server", srv_fd, run);
 			goto out;
 		}
 	}
 
-	cli_fd = child_tmpfile();
-	if (cli_fd < 0 || build_argv(a, a->client, side, rundir, argv, opts, sizeof(opts)) < 0) {
-		snprintf(run->error, sizeof(run->error), "cannot start the client");
-		goto out;
-	}
-	struct child_opts o = CHILD_OPTS_INIT;
-	o.out_fd = o.err_fd = cli_fd;
-	o.new_group = 1;
-	o.plain = !side;
-	o.cpu = a->cpus[1];
-	double srv_cpu0 = server > 0 ? procgrp_cpu_s(server) : 0;
+	int64_t srv_cpu[2] = { 0, 0 };
+	if (server > 0)
+		procgrp_cpu_ns(&server, 1, &srv_cpu[0]);
 	double t0 = mono_s();
-	pid_t client = child_start(argv, &o);
+	pid_t client = start(a, "client", side, rundir, &cli_fd, run);
 	current_client = client;
+	if (client < 0)
+		goto out;
 	struct rusage ru;
 	memset(&ru, 0, sizeof(ru));
-	int st = 0,
-	    w = client > 0 ? child_wait_rusage(client, (int)(a->timeout * 1000), &st, &ru) : -1;
+	int st = 0, w = child_wait_rusage(client, (int)(a->timeout * 1000), &st, &ru);
 	run->wall_s = mono_s() - t0;
-	if (server > 0)
-		run->server_cpu_s = procgrp_cpu_s(server) - srv_cpu0;
+	if (server > 0) {
+		procgrp_cpu_ns(&server, 1, &srv_cpu[1]);
+		run->server_cpu_s = (double)(srv_cpu[1] - srv_cpu[0]) / 1e9;
+	}
 	run->client_cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 			    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	if (w == 1) {

@@ -169,9 +169,6 @@ int bench_place_pairs(const struct bench *b, enum bench_place pl);
 void bench_place_describe(const struct bench *b, enum bench_place pl, char *buf, size_t len);
 
 /* shunt_bench_proc.c */
-/* CPU time (user + system) the processes of each process group pgid[i]
- * have used so far, in ns, into out[i]: one pass over /proc. */
-void bench_group_cpu_ns(const pid_t *pgid, int n, int64_t *out);
 /* CPU time of this process's children reaped so far (they include what
  * their own waited-for children used), in ns. */
 int64_t bench_children_cpu_ns(void);

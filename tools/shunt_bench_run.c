@@ -35,6 +35,7 @@
 #include "config/shunt_config.h"
 #include "shunt_bench.h"
 #include "shunt_child.h"
+#include "shunt_procgrp.h"
 #include "shunt_statfile.h"
 
 static int exists_x(const char *p)
@@ -573,7 +574,7 @@ int bench_run(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench
 	for (int k = 0; is_shunt(tp) && k < n; k++)
 		shunt_statfile_sum(rundir_of(b, tp, 1), b->server[tp][k], &before[k]);
 	int nsrv = tp == BT_RING ? 0 : n;
-	bench_group_cpu_ns(b->server[tp], nsrv, srv0);
+	procgrp_cpu_ns(b->server[tp], nsrv, srv0);
 	int64_t cli0 = bench_children_cpu_ns();
 	for (int k = 0; k < n; k++) {
 		struct argv v;
@@ -589,7 +590,7 @@ int bench_run(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench
 		ok &= text[k] != NULL;
 	}
 	int64_t cli1 = bench_children_cpu_ns();
-	bench_group_cpu_ns(b->server[tp], nsrv, srv1);
+	procgrp_cpu_ns(b->server[tp], nsrv, srv1);
 
 	char label[96];
 	snprintf(label, sizeof(label), "%s round %d %s", bench_place_key[pl], r + 1, what[test]);

@@ -1,13 +1,17 @@
 /* Process groups from /proc (see shunt_procgrp.h). */
 #include "shunt_procgrp.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* /proc/<pid>/stat from its state field on (after "comm) "), into buf. */
+#include "bench/bench_util.h"
+
+/* /proc/<pid>/stat from its state field on, into buf; NULL if gone.  The
+ * name in parentheses may hold anything: the fields follow the last ')'. */
 static const char *stat_fields(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
@@ -18,29 +22,36 @@ static const char *stat_fields(pid_t pid, char *buf, size_t len)
 	size_t got = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[got] = '\0';
-	/* the command name may hold ')' and blanks: the last ')' ends it */
 	char *rp = strrchr(buf, ')');
 	return rp && rp[1] == ' ' ? rp + 2 : NULL;
 }
 
-int procgrp_each(pid_t pgrp, void (*fn)(pid_t pid, void *arg), void *arg)
+pid_t procgrp_of(pid_t pid)
 {
-	int n = 0;
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+	int pgrp;
+	/* state ppid pgrp */
+	if (!f || sscanf(f, "%*c %*d %d", &pgrp) != 1)
+		return -1;
+	return (pid_t)pgrp;
+}
+
+void procgrp_each(const pid_t *pgid, int n, void (*fn)(pid_t pid, int i, void *arg), void *arg)
+{
 	DIR *d = opendir("/proc");
 	if (!d)
-		return 0;
-	for (struct dirent *de; (de = readdir(d));) {
-		char buf[1024];
-		int pid = atoi(de->d_name), pg;
-		const char *f = pid > 0 ? stat_fields(pid, buf, sizeof(buf)) : NULL;
-		/* state ppid pgrp ... */
-		if (!f || sscanf(f, "%*c %*d %d", &pg) != 1 || pg != pgrp)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
-		fn(pid, arg);
-		n++;
+		pid_t pid = (pid_t)atoi(e->d_name);
+		pid_t g = procgrp_of(pid);
+		for (int i = 0; g > 0 && i < n; i++)
+			if (pgid[i] == g)
+				fn(pid, i, arg);
 	}
 	closedir(d);
-	return n;
 }
 
 struct sockets {
@@ -48,8 +59,9 @@ struct sockets {
 	int n, max;
 };
 
-static void add_sockets(pid_t pid, void *arg)
+static void add_sockets(pid_t pid, int i, void *arg)
 {
+	(void)i;
 	struct sockets *s = arg;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
@@ -70,30 +82,30 @@ static void add_sockets(pid_t pid, void *arg)
 	closedir(fd);
 }
 
-int procgrp_sockets(pid_t pgrp, unsigned long *inodes, int max)
+int procgrp_sockets(pid_t pgid, unsigned long *inodes, int max)
 {
 	struct sockets s = { inodes, 0, max };
-	procgrp_each(pgrp, add_sockets, &s);
+	procgrp_each(&pgid, 1, add_sockets, &s);
 	return s.n;
 }
 
-static void add_cpu(pid_t pid, void *arg)
+static void add_cpu(pid_t pid, int i, void *arg)
 {
-	double *ticks = arg;
+	int64_t *out = arg, ns = proc_cpu_ns(pid);
 	char buf[1024];
 	const char *f = stat_fields(pid, buf, sizeof(buf));
-	unsigned long ut, st;
-	long cut, cst;
-	/* fields 14-17: utime stime cutime cstime, in clock ticks */
-	if (f && sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld", &ut, &st,
-			&cut, &cst) == 4)
-		*ticks += (double)ut + (double)st + (double)cut + (double)cst;
+	long cut, cst, hz = sysconf(_SC_CLK_TCK);
+	if (ns > 0)
+		out[i] += ns;
+	/* fields 16 and 17: cutime, cstime */
+	if (f && sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %ld %ld", &cut,
+			&cst) == 2 && cut + cst > 0)
+		out[i] += (int64_t)(cut + cst) * (1000000000 / (hz > 0 ? hz : 100));
 }
 
-double procgrp_cpu_s(pid_t pgrp)
+void procgrp_cpu_ns(const pid_t *pgid, int n, int64_t *out)
 {
-	double ticks = 0;
-	long hz = sysconf(_SC_CLK_TCK);
-	procgrp_each(pgrp, add_cpu, &ticks);
-	return ticks / (double)(hz > 0 ? hz : 100);
+	for (int i = 0; i < n; i++)
+		out[i] = 0;
+	procgrp_each(pgid, n, add_cpu, out);
 }
