@@ -14,10 +14,9 @@
  * the client cannot connect before shm can be offered.
  *
  * CPU time: the client's from wait4 (itself and the children it reaped);
- * the server's as the difference of its process group's counters in /proc
- * (utime, stime, and those of reaped children) from just before the client
- * starts to just after it ends, so its start-up and shutdown are not
- * counted. */
+ * the server's as the difference of its process group's (procgrp_cpu_ns)
+ * from just before the client starts to just after it ends, so its
+ * start-up and shutdown are not counted. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
