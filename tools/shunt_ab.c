@@ -45,7 +45,7 @@ static void usage(FILE *f)
 		"  --config FILE       the shunt side's configuration file (shunt run --config)\n"
 		"  --transport T       the shunt side's transport (shunt run --transport)\n"
 		"  --options 'k=v,..'  the shunt side's extra settings (shunt run --options)\n"
-		"  --cpus A,B          pin the server to CPU A, the client to CPU B\n"
+		"  --cpus A,B          pin the client to CPU A, the server to CPU B\n"
 		"  --json FILE|-       the report as JSON too ('-': on standard output, the\n"
 		"                      table then on standard error)\n"
 		"  --csv FILE          every run's figures and the summaries, as CSV\n"

@@ -132,7 +132,7 @@ void ab_print_report(const struct ab *a, FILE *f)
 			AB_SOCKPERF_MPS);
 	fprintf(f, "machine: %s; at the end %.2f\n", a->machine, a->load_end);
 	if (a->cpus[0] >= 0)
-		fprintf(f, "pinning: server on CPU %d, client on CPU %d\n", a->cpus[0], a->cpus[1]);
+		fprintf(f, "pinning: server on CPU %d, client on CPU %d\n", a->cpus[1], a->cpus[0]);
 	else
 		fprintf(f, "pinning: none\n");
 	fprintf(f, "output:  %s\n\n", a->format_seen ? a->format_seen
@@ -282,7 +282,7 @@ int ab_write_json(const struct ab *a, const char *path)
 	json_kstr(f, "format", a->format_seen);
 	fprintf(f, ",\"runs\":%d,\"warmup\":%d,\"cpus\":", a->runs, a->warmup);
 	if (a->cpus[0] >= 0)
-		fprintf(f, "{\"server\":%d,\"client\":%d}", a->cpus[0], a->cpus[1]);
+		fprintf(f, "{\"server\":%d,\"client\":%d}", a->cpus[1], a->cpus[0]);
 	else
 		fputs("null", f);
 	fprintf(f, ",\"complete_pairs\":%d,\"min_pairs_for_verdict\":%d", ab_complete_pairs(a),

@@ -299,7 +299,7 @@ static pid_t start(const struct ab *a, const char *what, int side, const char *r
 	o.out_fd = o.err_fd = *fd;
 	o.new_group = 1;
 	o.plain = !side;
-	o.cpu = a->cpus[is_server ? 0 : 1];
+	o.cpu = a->cpus[is_server ? 1 : 0]; /* client first, as shunt bench */
 	pid_t pid = *fd >= 0 && build_argv(a, is_server ? a->server : a->client, side, rundir,
 					   argv, opts, sizeof(opts)) >= 0
 			    ? child_start(argv, &o)

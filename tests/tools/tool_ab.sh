@@ -257,9 +257,9 @@ for d in busy:
 ' "$tmp/cpu-idle.json" "$tmp/cpu-busy.json" || fail "server CPU time"
 echo "tool_ab: server CPU: start-up not counted, work during the client counted"
 
-# --cpus A,B: the server on A, the client on B, on both sides.
+# --cpus A,B: the client on A, the server on B, on both sides.
 last=$(($(nproc) - 1))
-"$SHUNT" ab --runs 1 --warmup 0 --port "$port" --cpus "$last,0" --keep "$tmp/keep5" \
+"$SHUNT" ab --runs 1 --warmup 0 --port "$port" --cpus "0,$last" --keep "$tmp/keep5" \
 	--server "grep Cpus_allowed_list /proc/self/status; exec python3 $tmp/cpusrv.py $port idle" \
 	--client 'grep Cpus_allowed_list /proc/self/status' >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "--cpus"; }
 grep -q "^pinning: server on CPU $last, client on CPU 0$" "$tmp/out" || fail "--cpus: no pinning line"
