@@ -31,11 +31,11 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
-#include "preload/shunt_rundir.h"
-#include "preload/shunt_spill.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
+#include "core/shunt_rundir.h"
+#include "core/shunt_spill.h"
 
 /* ---- locks and objects ---------------------------------------------------- */
 

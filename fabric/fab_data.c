@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 #include "preload/shunt_wait.h"
 
 #define MAX_IOV 1024

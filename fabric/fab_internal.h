@@ -37,7 +37,7 @@
 #include <rdma/fi_rma.h>
 
 #include "fab_rdv.h"
-#include "preload/shunt_conn.h"
+#include "core/shunt_conn.h"
 
 #define FAB_API FI_VERSION(1, 9)
 #define FAB_MAGIC 0x53484642u /* "SHFB" */

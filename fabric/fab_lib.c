@@ -18,7 +18,7 @@
 #include <pthread.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
+#include "core/shunt_log.h"
 
 #define FAB_LIB_NAME "libfabric.so.1"
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
+#include "core/shunt_log.h"
 
 #define FAB_MAX_PEP 8
 

@@ -22,13 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_hmac.h"
-#include "agent_proto.h"
-#include "preload/shunt_core.h"
-#include "preload/shunt_log.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
-#include "preload/shunt_rundir.h"
+#include "agent/agent_hmac.h"
+#include "agent/agent_proto.h"
+#include "core/shunt_core.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
+#include "core/shunt_rundir.h"
 
 static uint64_t now_ms(void)
 {

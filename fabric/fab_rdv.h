@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "shm_proto.h" /* struct shm_tuple, shm_tuple_key */
+#include "shm/shm_proto.h" /* struct shm_tuple, shm_tuple_key */
 
 #define FAB_ADDR_MAX 128
 #define FAB_TOKEN_LEN 16

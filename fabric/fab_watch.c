@@ -28,10 +28,10 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
-#include "preload/shunt_rundir.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
+#include "core/shunt_rundir.h"
 
 #define WATCH_REARM_MS 10
 #define WATCH_MAX_LATER 4096

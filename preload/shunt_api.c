@@ -2,7 +2,7 @@
 #include <shunt/shunt.h>
 #include <shunt/version.h>
 
-#include "shunt_conn.h"
+#include "core/shunt_conn.h"
 
 SHUNT_EXPORT const char *shunt_version(void)
 {

@@ -28,9 +28,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 
-#include "shunt_conn.h"
-#include "shunt_ownfd.h"
-#include "shunt_real.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 #include "shunt_wait.h"
 
 /* Tag of shunt's own registrations: user-space pointers and small integers

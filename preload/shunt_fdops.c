@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <sys/ioctl.h>
 
-#include "shunt_conn.h"
-#include "shunt_log.h"
-#include "shunt_ownfd.h"
-#include "shunt_real.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 #include "shunt_wait.h"
 
 static inline void forget(int fd)

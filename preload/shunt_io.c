@@ -5,8 +5,8 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include "shunt_conn.h"
-#include "shunt_real.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_real.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
 

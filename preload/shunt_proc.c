@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "shunt_conn.h"
-#include "shunt_ownfd.h"
-#include "shunt_real.h"
-#include "shunt_spill.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
+#include "core/shunt_spill.h"
 
 SHUNT_EXPORT pid_t fork(void)
 {

@@ -3,10 +3,10 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "shunt_conn.h"
-#include "shunt_log.h"
-#include "shunt_ownfd.h"
-#include "shunt_real.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 
 static int is_tcp(int domain, int type, int proto)
 {

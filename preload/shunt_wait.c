@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "shunt_conn.h"
-#include "shunt_real.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_real.h"
 #include "shunt_wait.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));

@@ -28,8 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 #include "shm_internal.h"
 
 /* A process's first arenas are small (most make a few connections); later

@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preload/shunt_log.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
-#include "preload/shunt_spill.h"
+#include "core/shunt_log.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
+#include "core/shunt_spill.h"
 #include "shm_internal.h"
 
 

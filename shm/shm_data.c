@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preload/shunt_log.h"
-#include "preload/shunt_real.h"
+#include "core/shunt_log.h"
+#include "core/shunt_real.h"
 #include "preload/shunt_wait.h"
 #include "shm_internal.h"
 

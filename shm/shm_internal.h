@@ -6,10 +6,10 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
-#include "preload/shunt_conn.h"
-#include "preload/shunt_rundir.h"
+#include "core/shunt_conn.h"
+#include "core/shunt_rundir.h"
 #include "shm_proto.h"
-#include "shm_registry.h"
+#include "core/shunt_registry.h"
 
 #define SHM_PATH_MAX SHUNT_PATH_MAX
 

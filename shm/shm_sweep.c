@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preload/shunt_real.h"
+#include "core/shunt_real.h"
 #include "shm_internal.h"
 
 #define SWEEP_MAX 512

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs_reasons: every reason code of preload/shunt_reason.h is explained
+"""docs_reasons: every reason code of core/shunt_reason.h is explained
 in docs/TROUBLESHOOTING.md (a row of its table) and listed in shunt(1)
 (REASON CODES), and neither names a code the header does not have, so the
 header and the documents cannot drift apart.
@@ -14,7 +14,7 @@ NAME = "docs_reasons"
 
 def main():
     src = sys.argv[1]
-    with open(f"{src}/preload/shunt_reason.h") as f:
+    with open(f"{src}/core/shunt_reason.h") as f:
         header = f.read()
     codes = [c for c in re.findall(r'^\s*X\(\w+,\s*"([^"]*)"\)', header, re.M) if c]
     if len(codes) < 10:

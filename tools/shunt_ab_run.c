@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "shm/shm_regname.h"
+#include "core/shunt_regname.h"
 #include "shunt_ab.h"
 #include "shunt_ab_sockperf.h"
 #include "shunt_child.h"

@@ -19,7 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "shm/shm_regname.h"
+#include "core/shunt_regname.h"
 #include "shunt_outfmt.h"
 #include "stats_read.h"
 

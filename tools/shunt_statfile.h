@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "preload/shunt_stats.h"
+#include "core/shunt_stats.h"
 
 struct shunt_stat_totals {
 	unsigned procs;                              /* live processes counted */

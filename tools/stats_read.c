@@ -18,7 +18,7 @@
 
 #include "config/shunt_config.h"
 #include "config/shunt_rundir_path.h"
-#include "preload/shunt_reason.h"
+#include "core/shunt_reason.h"
 
 /* A file without a header this old is not one being created: stale. */
 #define CREATING_GRACE_S 10

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "preload/shunt_stats.h"
+#include "core/shunt_stats.h"
 
 #define SHUNT_STATS_DIR_MAX 256
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fab_rdv.h"
+#include "fabric/fab_rdv.h"
 
 static int sockaddr_of(const char *ip, const char *port, struct sockaddr_storage *ss,
 		       socklen_t *len)

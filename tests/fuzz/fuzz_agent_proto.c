@@ -6,7 +6,7 @@
  * to exactly the bytes it came from (no field accepted that encoding would
  * refuse or normalise), and every proper prefix of it must be "need more".
  * The input is also tried as a stream of frames, as the agent reads it. */
-#include "agent_proto.h"
+#include "agent/agent_proto.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* Unit tests for fabric/agent_proto.c and fabric/agent_hmac.c: frames
  * encode and decode, every bound, every prefix, SHA-256 and HMAC against
  * published vectors, the secret file rules. */
-#include "agent_hmac.h"
-#include "agent_proto.h"
+#include "agent/agent_hmac.h"
+#include "agent/agent_proto.h"
 
 #include <criterion/criterion.h>
 

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "preload/shunt_fdtab.h"
+#include "core/shunt_fdtab.h"
 
 static void set_kind(int fd, enum shunt_fd_kind k)
 {

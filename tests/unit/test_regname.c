@@ -1,10 +1,10 @@
-/* The listener registry's entry names (shm/shm_regname.c): what the
+/* The listener registry's entry names (core/shunt_regname.c): what the
  * library writes, shunt stat -l and shunt ab read back. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "shm_regname.h"
+#include "shunt_regname.h"
 
 static void v4(const char *ip, uint8_t a[16])
 {

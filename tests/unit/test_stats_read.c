@@ -17,7 +17,7 @@
 
 #include "config/shunt_config.h"
 #include "config/shunt_rundir_path.h"
-#include "preload/shunt_reason.h"
+#include "core/shunt_reason.h"
 #include "tools/stats_read.h"
 
 #define NSLOTS 16u

@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
-#include "preload/shunt_log.h"
-#include "preload/shunt_real.h"
-#include "preload/shunt_rundir.h"
-#include "agent_proto.h"
+#include "core/shunt_log.h"
+#include "core/shunt_real.h"
+#include "core/shunt_rundir.h"
+#include "agent/agent_proto.h"
 
 /* How long both processes may live without the exchange completing before
  * the connection is reset rather than guessed at. */

@@ -1,4 +1,4 @@
-#include "shm_registry.h"
+#include "shunt_registry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
-#include "shm_internal.h"
-#include "shm_regname.h"
+#include "shunt_ownfd.h"
+#include "shunt_real.h"
+#include "shm/shm_internal.h"
+#include "shunt_regname.h"
 
 unsigned long shm_netns(void)
 {

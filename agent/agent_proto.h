@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "config/shunt_config.h"
-#include "fab_rdv.h"
+#include "fabric/fab_rdv.h"
 
 #define AGENT_PROTO_VERSION 1
 #define AGENT_MAGIC0 'S'

@@ -1,5 +1,5 @@
 /* The listener registry's entry names (see shm_regname.h). */
-#include "shm_regname.h"
+#include "shunt_regname.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #include "config/shunt_config.h"
-#include "fabric/agent_proto.h"
+#include "agent_proto.h"
 #include "shuntd_ev.h"
 
 #define SHUNTD_MAX_CLIENTS 1024

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fabric/agent_hmac.h"
-#include "shm/shm_registry.h"
+#include "agent_hmac.h"
+#include "core/shunt_registry.h"
 #include "shuntd.h"
 #include "shuntd_http.h"
 #include "shuntd_net.h"

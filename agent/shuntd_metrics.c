@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preload/shunt_reason.h"
+#include "core/shunt_reason.h"
 #include "shunt/version.h"
 #include "shuntd.h"
-#include "stats_read.h"
+#include "tools/stats_read.h"
 
 #define NT SHUNT_STATS_TRANSPORTS
 #define NR SHUNT_STATS_REASONS

@@ -3,9 +3,9 @@
  * fds are ordinary fds. */
 #include <unistd.h>
 
-#include "preload/shunt_core.h"
-#include "preload/shunt_ownfd.h"
-#include "preload/shunt_real.h"
+#include "core/shunt_core.h"
+#include "core/shunt_ownfd.h"
+#include "core/shunt_real.h"
 
 struct shunt_real shunt_real = {.close = close, .getsockopt = getsockopt};
 
