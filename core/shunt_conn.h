@@ -21,8 +21,6 @@
 #include "shunt_stats.h"
 #include "shunt_reason.h"
 
-const char *shunt_reason_name(enum shunt_reason r);
-
 /* A transport: shm and fabric each provide one of these, as libfabric
  * providers do.  The preload layer calls them only for fds whose entry is
  * SHUNT_FD_ACCEL (data path) or during the decision (control path).

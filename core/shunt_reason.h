@@ -39,4 +39,15 @@ enum shunt_reason {
 	SHUNT_R_COUNT
 };
 
+/* The stable name of a reason ("" for NONE, "?" out of range). */
+static inline const char *shunt_reason_name(unsigned r)
+{
+	static const char *const names[] = {
+#define SHUNT_REASON_NAME(id, name) [SHUNT_R_##id] = name,
+		SHUNT_REASONS(SHUNT_REASON_NAME)
+#undef SHUNT_REASON_NAME
+	};
+	return r < SHUNT_R_COUNT ? names[r] : "?";
+}
+
 #endif

@@ -30,7 +30,7 @@
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
-#include "preload/shunt_wait.h"
+#include "core/shunt_wait.h"
 
 #define MAX_IOV 1024
 #define CHUNK ((uint64_t)256 << 10)

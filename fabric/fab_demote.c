@@ -25,6 +25,7 @@
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
+#include "core/shunt_spill.h"
 #include "agent/agent_proto.h"
 
 /* How long both processes may live without the exchange completing before
@@ -331,3 +332,51 @@ int fab_switch_locked(struct fab_conn *c, int why)
 	}
 	return state_of(c) == FAB_BROKEN ? -1 : 0;
 }
+
+/* ---- leaving now: the demote op ------------------------------------------------ */
+
+/* Bytes the peer sent that the application has not read and nobody will
+ * resend (the peer closed or died after they arrived): 0 or the iovecs. */
+static int leftover(struct fab_conn *c, struct iovec v[2])
+{
+	if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FAB_SWITCHED ||
+	    c->rx_limit <= c->rx_consumed)
+		return 0;
+	uint64_t len = c->rx_limit - c->rx_consumed, off = c->rx_consumed & (c->ring - 1);
+	uint64_t first = len < c->ring - off ? len : c->ring - off;
+	uint8_t *rx = c->buf + c->ring;
+	v[0] = (struct iovec){rx + off, first};
+	v[1] = (struct iovec){rx, len - first};
+	return len > first ? 2 : 1;
+}
+
+/* The caller hands the fd to the kernel path when this returns (exec,
+ * fork, fdopen, ...), so bytes still in the ring with nobody left to
+ * resend them go to a spill (preload/shunt_spill.h) first. */
+void fab_demote(struct shunt_conn *base, enum shunt_reason why)
+{
+	struct fab_conn *c = (struct fab_conn *)base;
+	SHUNT_GUARD_ENTER();
+	fab_wait_accepting(c);
+	fab_lock(c);
+	fab_switch_locked(c, why);
+	struct iovec v[2];
+	int nv = leftover(c, v);
+	struct shunt_conn *sp = nv ? shunt_spill_new(base, v, nv, why) : NULL;
+	if (sp) {
+		c->rx_consumed = c->rx_limit; /* the spill delivers them */
+	} else if (nv) {
+		SHUNT_WARN("fabric: fd=%d: %llu unread bytes lost: no memory to keep them",
+			   c->base.fd, (unsigned long long)(c->rx_limit - c->rx_consumed));
+	}
+	fab_unlock(c);
+	fab_send_fin(c);
+	if (sp)
+		shunt_spill_install(base, sp);
+	SHUNT_GUARD_LEAVE();
+}
+
+/* Registered memory and the provider's sockets do not survive fork in a
+ * usable way (verbs maps them MADV_DONTFORK; the tcp provider's sockets
+ * would be shared by two processes): the connection leaves the fabric
+ * before the fork, and both processes continue on TCP. */

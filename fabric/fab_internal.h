@@ -2,9 +2,10 @@
  *
  *   fab_prov.c   libfabric: provider choice, fabric/domain, the process's
  *                passive endpoints and the thread that answers them
- *   fab_conn.c   control path: offer, connect back, decline, demote, close
+ *   fab_conn.c   the connection object: buffers, CQ, EQ, endpoint, close
+ *   fab_offer.c  rendezvous: offer, connect back, decline
  *   fab_data.c   data path: rings, RMA writes, credits, waits, readiness
- *   fab_switch.c leaving the fabric: DEMOTE exchange, resend over TCP
+ *   fab_demote.c leaving the fabric: DEMOTE exchange, resend over TCP
  *   fab_watch.c  the thread that moves connections the application is
  *                not looking at
  *   fab_lib.c    libfabric itself, loaded by the first connection needing it
@@ -191,7 +192,7 @@ uint64_t fab_now_ms(void);
 /* A detached thread of shunt's own, with every signal blocked. */
 int fab_thread_start(void *(*fn)(void *));
 
-/* Offers waiting for their connect-back, by token (fab_conn.c). */
+/* Offers waiting for their connect-back, by token (fab_offer.c). */
 void fab_offer_add(struct fab_conn *c);
 void fab_offer_del(struct fab_conn *c);
 /* The passive thread: a request carrying token arrived; take it (1, the
@@ -200,12 +201,32 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 
 /* ---- fab_conn.c ----------------------------------------------------------- */
 
-/* Open the endpoint's CQ, EQ, registered rings. */
-int fab_conn_resources(struct fab_conn *c, struct fid_domain *d, struct fi_info *info);
+/* A connection object (client: 1 for the client end), or NULL. */
+struct fab_conn *fab_conn_new(int client);
+/* Close its fabric objects, keep or drop its buffer, recycle it. */
+void fab_conn_release(struct fab_conn *c);
+/* Rings (registered, kept across connections when possible), CQ, eventfds:
+ * before the endpoint, so a client can stage bytes while its offer is open. */
+int fab_conn_mem(struct fab_conn *c, struct fid_domain *d, uint64_t ring);
+/* The endpoint for info, bound to the CQ and a new EQ, enabled. */
+int fab_conn_ep(struct fab_conn *c, struct fid_domain *d, struct fid_fabric *fab,
+		struct fi_info *info);
+/* Our rx ring, as the peer names it in its RMA writes. */
+uint64_t fab_ring_addr_rx(struct fab_conn *c);
 /* The TCP connection can no longer be trusted: reset it. */
 void fab_reset_tcp(struct fab_conn *c);
 void fab_lock(struct fab_conn *c);
 void fab_unlock(struct fab_conn *c);
+
+/* ---- fab_offer.c ---------------------------------------------------------- */
+
+enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
+			      socklen_t dlen);
+enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e, const struct sockaddr *peer,
+			     socklen_t plen);
+void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen);
+/* Wait while the passive thread owns c (between its CAS and its answer). */
+void fab_wait_accepting(struct fab_conn *c);
 
 /* ---- fab_data.c ----------------------------------------------------------- */
 
@@ -218,7 +239,11 @@ void fab_watch_add(struct fab_conn *c);
  * DEMOTING, and its application may not call again). */
 void fab_watch_demoting(struct fab_conn *c);
 
-/* ---- fab_switch.c --------------------------------------------------------- */
+/* ---- fab_demote.c --------------------------------------------------------- */
+
+/* The demote op: leave the fabric now (exec, fork, fdopen...); unread bytes
+ * nobody can resend go to a spill. */
+void fab_demote(struct shunt_conn *c, enum shunt_reason why);
 
 /* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
  * nothing yet. */

@@ -31,7 +31,9 @@
 #include "core/shunt_conn.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
-#include "shunt_wait.h"
+#include "core/shunt_clock.h"
+#include "core/shunt_wait.h"
+#include "shunt_poll.h"
 
 /* Tag of shunt's own registrations: user-space pointers and small integers
  * never carry these top bits. */

@@ -10,7 +10,7 @@
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
-#include "shunt_wait.h"
+#include "shunt_poll.h"
 
 static inline void forget(int fd)
 {

@@ -18,7 +18,7 @@
 
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
-#include "preload/shunt_wait.h"
+#include "core/shunt_wait.h"
 #include "shm_internal.h"
 
 #define MAX_IOV 1024 /* UIO_MAXIOV */

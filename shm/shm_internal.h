@@ -91,28 +91,59 @@ extern const struct shunt_transport_ops shm_listen_ops;
 
 enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 
+/* ---- shm_conn.c: the object and its names -------------------------------- */
+
+/* <rundir>/o/<key><suffix> into buf: 0, or -1 when it does not fit. */
+int shm_path(char *buf, size_t len, const char *key, const char *suffix);
+/* A connection end on slot (which it takes over), or NULL. */
+struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side);
+/* Release everything c holds and recycle it. */
+void shm_conn_free(struct shm_conn *c);
+uint64_t shm_now_ms(void);
+
+/* ---- shm_offer.c: rendezvous ---------------------------------------------- */
+
+void shm_on_listen(int fd, struct shunt_fd *e);
+enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
+			      socklen_t dlen);
+enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e, const struct sockaddr *peer,
+			     socklen_t plen);
+void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen);
+
+/* ---- shm_wake.c: wake sockets --------------------------------------------- */
+
 /* Wake the peer's waiters of one role: one datagram per sleep. */
 void shm_wake_role(struct shm_conn *c, int role);
 /* Wake every waiter of the peer: the state moved. */
 void shm_wake_peer(struct shm_conn *c);
 /* The process's socket for sending wakeups. */
 int shm_wake_sender(void);
+/* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
+int shm_wake_fd(struct shm_conn *c, int role);
+/* Our RX wake socket, bound now, and the peer's names for both roles. */
+int shm_wake_bind(struct shm_conn *c);
+/* The peer's names only (a refusal that wakes a client). */
+int shm_wake_bind_peer(struct shm_conn *c);
+/* Let go of c's wake sockets (kept for later connections when possible). */
+void shm_wake_release(struct shm_conn *c);
+/* At exit: remove the names of the sockets this process keeps. */
+void shm_wake_exit(void);
+/* 1 when a socket is bound at the peer's RX wake name (it is alive). */
+int shm_peer_alive(struct shm_conn *c);
+
 /* Remove what dead processes left in <rundir>/o (once per process). */
 void shm_sweep(void);
 
-/* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
-int shm_wake_fd(struct shm_conn *c, int role);
+/* ---- shm_demote.c: leaving the rings --------------------------------------- */
 
+/* Ask for TCP from this end; the peer follows when it sees the state. */
+void shm_demote(struct shunt_conn *c, enum shunt_reason why);
 /* Switch this end to TCP after the state left COMMITTED/OFFERED. */
 int shm_switch(struct shm_conn *c);
-
 /* Send the FIN a shutdown(SHUT_WR) deferred (see shm_shutdown). */
 void shm_send_fin(struct shm_conn *c);
-
 /* Client, still OFFERED: give up on the server and continue over TCP. */
 void shm_give_up(struct shm_conn *c);
-
-uint64_t shm_now_ms(void);
 
 /* Data path (shm_data.c). */
 ssize_t shm_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);

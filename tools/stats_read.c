@@ -314,15 +314,9 @@ void shunt_stats_totals(const struct shunt_proc_snap *p,
 	}
 }
 
-static const char *const reason_names[] = {
-#define NAME(id, name) [SHUNT_R_##id] = name,
-	SHUNT_REASONS(NAME)
-#undef NAME
-};
-
 const char *shunt_stats_reason_name(unsigned reason)
 {
-	return reason < SHUNT_R_COUNT ? reason_names[reason] : "?";
+	return shunt_reason_name(reason);
 }
 
 const char *shunt_stats_transport_name(unsigned transport)

@@ -1,16 +1,11 @@
-/* Shared by the readiness calls (shunt_wait.c, shunt_epoll.c). */
-#ifndef SHUNT_WAIT_H
-#define SHUNT_WAIT_H
+/* Shared by the readiness interposers (shunt_poll.c, shunt_epoll.c, shunt_fdops.c). */
+#ifndef SHUNT_POLL_H
+#define SHUNT_POLL_H
 
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 
-uint64_t shunt_now_ns(void);
-/* Milliseconds to a deadline (0 = none: -1; past: 0), rounded up. */
-int shunt_remaining_ms(uint64_t deadline_ns);
-/* Spin for the spin_us budget or until ready(arg): 1 if ready(arg) said so. */
-int shunt_spin_accel(int (*ready)(void *), void *arg);
 /* poll() over a set holding accelerated fds; deadline 0 = none. */
 int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			const sigset_t *mask);
@@ -40,13 +35,5 @@ int shunt_epoll_emulated(int fd);
  * arriving later makes it readable; may shorten *timeout_ms.  Returns 1 when
  * something is ready now. */
 int shunt_epoll_prime(int fd, struct shunt_armlist *al, int *timeout_ms);
-
-/* A blocking call on accelerated connection c waits here until the
- * transport's poll() may say ev: spin (spin_us), then sleep on the fds its
- * arm() gives.  opt is SO_RCVTIMEO or SO_SNDTIMEO, asked only before the
- * first sleep (*deadline: 0 = not asked yet).  0 = look again; -1 with
- * errno EAGAIN (the timeout passed) or EINTR (a handler without
- * SA_RESTART ran). */
-int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline);
 
 #endif

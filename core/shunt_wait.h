@@ -1,0 +1,23 @@
+/* The shared wait: how a call on an accelerated connection, and a poll,
+ * select or epoll wait over several, spends the time until something is
+ * ready.  Spin while spinning pays (spin_us), then sleep in the kernel on
+ * the fds the transports arm. */
+#ifndef SHUNT_WAIT_H
+#define SHUNT_WAIT_H
+
+#include <stdint.h>
+
+struct shunt_conn;
+
+/* Spin for the spin_us budget or until ready(arg): 1 if ready(arg) said so. */
+int shunt_spin_accel(int (*ready)(void *), void *arg);
+
+/* A blocking call on accelerated connection c waits here until the
+ * transport's poll() may say ev: spin (spin_us), then sleep on the fds its
+ * arm() gives.  opt is SO_RCVTIMEO or SO_SNDTIMEO, asked only before the
+ * first sleep (*deadline: 0 = not asked yet).  0 = look again; -1 with
+ * errno EAGAIN (the timeout passed) or EINTR (a handler without
+ * SA_RESTART ran). */
+int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline);
+
+#endif
