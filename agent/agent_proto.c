@@ -63,7 +63,7 @@ static const uint16_t body_len[AGENT_TYPE_END] = {
 };
 
 _Static_assert(AGENT_OFFER_LEN <= AGENT_BODY_MAX, "an offer fits a frame");
-_Static_assert(sizeof(((struct fab_offer *)0)->provider) == 32, "offer layout");
+_Static_assert(sizeof(((struct agent_offer *)0)->provider) == 32, "offer layout");
 
 static int all_zero(const uint8_t *p, size_t n)
 {
@@ -73,7 +73,7 @@ static int all_zero(const uint8_t *p, size_t n)
 	return d == 0;
 }
 
-int agent_offer_check(const struct fab_offer *o)
+int agent_offer_check(const struct agent_offer *o)
 {
 	const char *p = o->provider;
 	size_t n = strnlen(p, sizeof o->provider);
@@ -85,12 +85,12 @@ int agent_offer_check(const struct fab_offer *o)
 		      ch == ';' || ch == '-'))
 			return -1;
 	}
-	if (o->addrlen == 0 || o->addrlen > FAB_ADDR_MAX)
+	if (o->addrlen == 0 || o->addrlen > AGENT_ADDR_MAX)
 		return -1;
 	if (o->addr_format == 0 || o->addr_format > 0xffff)
 		return -1;
 	uint64_t rs = o->ring_size;
-	if (rs < SHM_MIN_RING || rs > SHM_MAX_RING || (rs & (rs - 1)))
+	if (rs < SHUNT_RING_MIN || rs > SHUNT_RING_MAX || (rs & (rs - 1)))
 		return -1;
 	if (o->tuple.cport == 0 || o->tuple.sport == 0)
 		return -1;
@@ -99,35 +99,35 @@ int agent_offer_check(const struct fab_offer *o)
 
 /* Padding goes out as zeros whatever the struct held there, so the wire
  * form is canonical (and nothing of the sender's memory leaks). */
-static void enc_offer(const struct fab_offer *o, uint8_t *p)
+static void enc_offer(const struct agent_offer *o, uint8_t *p)
 {
 	size_t pn = strnlen(o->provider, sizeof o->provider);
 	memcpy(p, o->tuple.caddr, 16);
 	memcpy(p + 16, o->tuple.saddr, 16);
 	put16(p + 32, o->tuple.cport);
 	put16(p + 34, o->tuple.sport);
-	memcpy(p + 36, o->token, FAB_TOKEN_LEN);
+	memcpy(p + 36, o->token, AGENT_TOKEN_LEN);
 	memset(p + 52, 0, 32);
 	memcpy(p + 52, o->provider, pn);
 	put32(p + 84, o->addr_format);
 	put32(p + 88, o->addrlen);
-	memset(p + 92, 0, FAB_ADDR_MAX);
+	memset(p + 92, 0, AGENT_ADDR_MAX);
 	memcpy(p + 92, o->addr, o->addrlen);
 	put64(p + 220, o->ring_size);
 }
 
-static void dec_offer(const uint8_t *p, struct fab_offer *o)
+static void dec_offer(const uint8_t *p, struct agent_offer *o)
 {
 	memset(o, 0, sizeof *o);
 	memcpy(o->tuple.caddr, p, 16);
 	memcpy(o->tuple.saddr, p + 16, 16);
 	o->tuple.cport = get16(p + 32);
 	o->tuple.sport = get16(p + 34);
-	memcpy(o->token, p + 36, FAB_TOKEN_LEN);
+	memcpy(o->token, p + 36, AGENT_TOKEN_LEN);
 	memcpy(o->provider, p + 52, 32);
 	o->addr_format = get32(p + 84);
 	o->addrlen = get32(p + 88);
-	memcpy(o->addr, p + 92, FAB_ADDR_MAX);
+	memcpy(o->addr, p + 92, AGENT_ADDR_MAX);
 	o->ring_size = get64(p + 220);
 }
 
@@ -185,7 +185,7 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 		memcpy(m->u.relay.tuple.saddr, b + 16, 16);
 		m->u.relay.tuple.cport = get16(b + 32);
 		m->u.relay.tuple.sport = get16(b + 34);
-		memcpy(m->u.relay.token, b + 36, FAB_TOKEN_LEN);
+		memcpy(m->u.relay.token, b + 36, AGENT_TOKEN_LEN);
 		m->u.relay.pos = get64(b + 52);
 		m->u.relay.to_client = b[60];
 		if (!m->u.relay.tuple.cport || !m->u.relay.tuple.sport || b[60] > 1)
@@ -205,13 +205,13 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 		break;
 	case AGENT_OFFER: {
 		dec_offer(b, &m->u.offer);
-		const struct fab_offer *o = &m->u.offer;
+		const struct agent_offer *o = &m->u.offer;
 		if (agent_offer_check(o))
 			return reject(why, AGENT_E_MALFORMED);
 		/* Canonical: padding is zero on the wire. */
 		size_t pn = strlen(o->provider);
 		if (!all_zero(b + 52 + pn, 32 - pn) ||
-		    !all_zero(b + 92 + o->addrlen, FAB_ADDR_MAX - o->addrlen))
+		    !all_zero(b + 92 + o->addrlen, AGENT_ADDR_MAX - o->addrlen))
 			return reject(why, AGENT_E_MALFORMED);
 		break;
 	}
@@ -254,7 +254,7 @@ size_t agent_encode(const struct agent_msg *m, uint8_t *buf)
 		memcpy(b + 16, m->u.relay.tuple.saddr, 16);
 		put16(b + 32, m->u.relay.tuple.cport);
 		put16(b + 34, m->u.relay.tuple.sport);
-		memcpy(b + 36, m->u.relay.token, FAB_TOKEN_LEN);
+		memcpy(b + 36, m->u.relay.token, AGENT_TOKEN_LEN);
 		put64(b + 52, m->u.relay.pos);
 		b[60] = m->u.relay.to_client;
 		break;

@@ -29,7 +29,6 @@
 #include <stdint.h>
 
 #include "config/shunt_config.h"
-#include "fabric/fab_rdv.h"
 
 #define AGENT_PROTO_VERSION 1
 #define AGENT_MAGIC0 'S'
@@ -39,9 +38,37 @@
 #define AGENT_FRAME_MAX (AGENT_HDR_LEN + AGENT_BODY_MAX)
 #define AGENT_NONCE_LEN 32u
 #define AGENT_MAC_LEN 32u
-#define AGENT_OFFER_LEN 228u /* encoded struct fab_offer */
+#define AGENT_OFFER_LEN 228u /* encoded struct agent_offer */
 #define AGENT_SECRET_MIN SHUNT_AGENT_SECRET_MIN
 #define AGENT_SECRET_MAX SHUNT_AGENT_SECRET_MAX
+#define AGENT_ADDR_MAX 128
+#define AGENT_TOKEN_LEN 16
+
+/* A connection's 4-tuple: addresses as 16 bytes (IPv4 as IPv4-mapped
+ * IPv6), ports in host order here and big endian on the wire.  The same
+ * four fields as the library's struct shunt_tuple, whose key names the
+ * files the agent makes for a connection. */
+struct agent_tuple {
+	uint8_t caddr[16];
+	uint8_t saddr[16];
+	uint16_t cport, sport;
+};
+
+/* A client's offer of a fabric connection, filed by the agent for the
+ * listener it names. */
+struct agent_offer {
+	struct agent_tuple tuple;     /* client, server as the client sees them */
+	uint8_t token[AGENT_TOKEN_LEN]; /* random; the accepting side presents it
+					 as connection data when it connects
+					 back, and the client refuses any
+					 other */
+	char provider[32];           /* libfabric provider of the client's
+					passive endpoint, NUL-terminated */
+	uint32_t addr_format;        /* FI_SOCKADDR_IN, FI_SOCKADDR_IN6, ... */
+	uint32_t addrlen;            /* <= AGENT_ADDR_MAX */
+	uint8_t addr[AGENT_ADDR_MAX]; /* the passive endpoint (fi_getname) */
+	uint64_t ring_size;          /* bytes per direction the client asks */
+};
 
 enum agent_type {
 	AGENT_HELLO = 1,     /* client: nonce */
@@ -50,7 +77,7 @@ enum agent_type {
 	AGENT_AUTH_OK,       /* agent: mac */
 	AGENT_QUERY,         /* client: addr16, port */
 	AGENT_QUERY_ANSWER,  /* agent: status */
-	AGENT_OFFER,         /* client: struct fab_offer */
+	AGENT_OFFER,         /* client: struct agent_offer */
 	AGENT_OFFER_ANSWER,  /* agent: status */
 	AGENT_ERROR,         /* agent: code; it closes after */
 	AGENT_RELAY,         /* client: a DEMOTE position for a shim here */
@@ -82,8 +109,8 @@ enum agent_error {
  * know. */
 #define AGENT_RELAY_LEN 61u
 struct agent_relay {
-	struct shm_tuple tuple;       /* client, server, as in the offer */
-	uint8_t token[FAB_TOKEN_LEN];
+	struct agent_tuple tuple;       /* client, server, as in the offer */
+	uint8_t token[AGENT_TOKEN_LEN];
 	uint64_t pos;                 /* the sender's rx_limit */
 	uint8_t to_client;            /* 1: for the client end, 0: the server */
 };
@@ -99,7 +126,7 @@ struct agent_msg {
 		} query;
 		uint8_t status;                 /* *_ANSWER: enum agent_status */
 		uint8_t code;                   /* ERROR: enum agent_error */
-		struct fab_offer offer;
+		struct agent_offer offer;
 		struct agent_relay relay;
 	} u;
 };
@@ -114,11 +141,11 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why);
 size_t agent_encode(const struct agent_msg *m, uint8_t *buf);
 
 /* Every field of o in bounds: provider a non-empty NUL-terminated name of
- * [a-z0-9_;-], 0 < addrlen <= FAB_ADDR_MAX, 0 < addr_format <= 0xffff,
- * ring_size a power of two within shm's ring bounds, ports non-zero.  0 if
+ * [a-z0-9_;-], 0 < addrlen <= AGENT_ADDR_MAX, 0 < addr_format <= 0xffff,
+ * ring_size a power of two within SHUNT_RING_MIN..SHUNT_RING_MAX, ports non-zero.  0 if
  * so, else -1.  (Padding is not looked at: encoding zeroes it, decoding
  * requires it zero.) */
-int agent_offer_check(const struct fab_offer *o);
+int agent_offer_check(const struct agent_offer *o);
 
 /* Challenge-response MACs.  client: 1 for the client's proof, 0 for the
  * agent's. */

@@ -83,7 +83,7 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen);
  * 0, or -1 with the reason in err. */
 int rundir_check(const char *rundir, char *err, size_t errlen);
 /* File o for the listener owned by uid: 0, or -1. */
-int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid);
+int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned uid);
 /* File a relayed DEMOTE position as r/<key>.<c|s> for the shim of that end
  * (readable by uid; the rundir's group too).  0 or -1. */
 int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid);

@@ -19,6 +19,7 @@
 
 #include "agent_hmac.h"
 #include "core/shunt_registry.h"
+#include "core/shunt_tuple.h"
 #include "shuntd.h"
 #include "shuntd_http.h"
 #include "shuntd_net.h"
@@ -136,7 +137,7 @@ static int from_host(const struct client *c, const uint8_t want[16])
 	uint16_t port;
 	if (c->is_unix)
 		return 1;
-	return shm_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
+	return shunt_addr16((const struct sockaddr *)&c->peer, a, &port) == 0 &&
 	       !memcmp(a, want, 16);
 }
 
@@ -161,7 +162,7 @@ static const struct sockaddr *as_sockaddr(const uint8_t a[16], uint16_t port,
 	return (const struct sockaddr *)ss;
 }
 
-static void do_offer(struct client *c, const struct fab_offer *o)
+static void do_offer(struct client *c, const struct agent_offer *o)
 {
 	struct agent_msg m = {.type = AGENT_OFFER_ANSWER};
 	struct sockaddr_storage ss;

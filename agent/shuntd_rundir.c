@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/shunt_tuple.h"
 #include "shuntd.h"
 
 /* An offer is taken within a connect's time of its filing; a listener with
@@ -138,12 +139,25 @@ static int file_frame(const char *rundir, const char *sub, const char *name,
 	return -1;
 }
 
-int rundir_file_offer(const char *rundir, const struct fab_offer *o, unsigned uid)
+/* The name both ends of a connection give its files: the key of its tuple
+ * (core/shunt_tuple.h), which the wire form carries field by field. */
+static void key_of(const struct agent_tuple *w, char *key, size_t len)
+{
+	struct shunt_tuple t;
+	memset(&t, 0, sizeof t);
+	memcpy(t.caddr, w->caddr, 16);
+	memcpy(t.saddr, w->saddr, 16);
+	t.cport = w->cport;
+	t.sport = w->sport;
+	shunt_tuple_key(&t, key, len);
+}
+
+int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned uid)
 {
 	struct agent_msg m = {.type = AGENT_OFFER};
 	char key[32];
 	m.u.offer = *o;
-	shm_tuple_key(&o->tuple, key, sizeof key);
+	key_of(&o->tuple, key, sizeof key);
 	return file_frame(rundir, "f", key, &m, uid, (gid_t)-1, 0600);
 }
 
@@ -155,7 +169,7 @@ int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned 
 	if (stat(rundir, &st) < 0)
 		return -1;
 	m.u.relay = *r;
-	shm_tuple_key(&r->tuple, key, sizeof key);
+	key_of(&r->tuple, key, sizeof key);
 	snprintf(name, sizeof name, "%s.%c", key, r->to_client ? 'c' : 's');
 	return file_frame(rundir, "r", name, &m, uid, st.st_gid, 0640);
 }

@@ -36,8 +36,8 @@
 #define DEF_AGENT_TIMEOUT_MS 250u
 #define MAX_AGENT_TIMEOUT_MS 10000u
 #define MAX_SPIN_US 1000000u
-#define MIN_RING_SIZE ((uint64_t)4096)
-#define MAX_RING_SIZE ((uint64_t)1 << 30)
+#define MIN_RING_SIZE ((uint64_t)SHUNT_RING_MIN)
+#define MAX_RING_SIZE ((uint64_t)SHUNT_RING_MAX)
 
 const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_ENABLE] = { "enable", "SHUNT_ENABLE", 0 },

@@ -23,6 +23,9 @@
 #define SHUNT_GROUP_MAX 32 /* shm_group: a group name's length (useradd's limit) */
 #define SHUNT_AGENT_SECRET_MIN 16
 #define SHUNT_AGENT_SECRET_MAX 128
+/* ring_size bounds: every transport and the agent protocol accept these. */
+#define SHUNT_RING_MIN 4096u
+#define SHUNT_RING_MAX (1u << 30)
 
 enum shunt_transport {
 	SHUNT_TP_AUTO = 0,   /* fastest path both ends share */

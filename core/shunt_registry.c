@@ -15,6 +15,7 @@
 #include "shunt_real.h"
 #include "shm/shm_internal.h"
 #include "shunt_regname.h"
+#include "shunt_tuple.h"
 
 unsigned long shm_netns(void)
 {
@@ -94,10 +95,10 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 	uint16_t port;
 	l->nlocks = 0;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    shm_addr16((struct sockaddr *)&ss, a, &port) < 0)
+	    shunt_addr16((struct sockaddr *)&ss, a, &port) < 0)
 		return -1;
 	add(rundir, l, a, port);
-	if (shm_addr_is_any(a)) {
+	if (shunt_addr16_any(a)) {
 		int v6only = 0;
 		socklen_t ol = sizeof v6only;
 		if (ss.ss_family == AF_INET6)
@@ -113,7 +114,7 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 					continue;
 				uint16_t dummy;
 				uint8_t ia[16];
-				if (shm_addr16(i->ifa_addr, ia, &dummy) == 0 && !shm_addr_is_loopback(ia))
+				if (shunt_addr16(i->ifa_addr, ia, &dummy) == 0 && !shunt_addr16_loopback(ia))
 					add(rundir, l, ia, port);
 			}
 			freeifaddrs(ifs);
@@ -231,13 +232,13 @@ int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 	uint8_t a[16];
 	uint16_t port;
 	char name[SHM_REGNAME_MAX];
-	if (shm_addr16(dst, a, &port) < 0)
+	if (shunt_addr16(dst, a, &port) < 0)
 		return 0;
 	if (cached_live(a, port))
 		return 1;
 	entry_name(name, sizeof name, a, port);
 	if (!live(rundir, name, NULL)) {
-		if (!shm_addr_is_loopback(a))
+		if (!shunt_addr16_loopback(a))
 			return 0;
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
 		if (!live(rundir, name, NULL))
@@ -252,12 +253,12 @@ int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsi
 	uint8_t a[16];
 	uint16_t port;
 	char name[SHM_REGNAME_MAX];
-	if (shm_addr16(dst, a, &port) < 0)
+	if (shunt_addr16(dst, a, &port) < 0)
 		return 0;
 	entry_name(name, sizeof name, a, port);
 	if (live(rundir, name, uid))
 		return 1;
-	if (shm_addr_is_loopback(a)) {
+	if (shunt_addr16_loopback(a)) {
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
 		return live(rundir, name, uid);
 	}

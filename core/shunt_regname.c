@@ -1,23 +1,10 @@
 /* The listener registry's entry names (see shm_regname.h). */
 #include "shunt_regname.h"
+#include "shunt_tuple.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int shm_addr_is_any(const uint8_t a[16])
-{
-	static const uint8_t any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-	return !memcmp(a, any6, 16) || !memcmp(a, any4, 16);
-}
-
-int shm_addr_is_loopback(const uint8_t a[16])
-{
-	static const uint8_t lo6[16] = {[15] = 1};
-	return !memcmp(a, lo6, 16) ||
-	       (a[10] == 0xff && a[11] == 0xff && a[12] == 127 &&
-		!memcmp(a, (const uint8_t[10]){0}, 10));
-}
 
 static void hex16(const uint8_t a[16], char out[33])
 {
@@ -33,12 +20,12 @@ void shm_regname_format(char *buf, size_t len, unsigned long netns, const uint8_
 			unsigned port)
 {
 	char h[33];
-	if (shm_addr_is_any(a)) {
+	if (shunt_addr16_any(a)) {
 		snprintf(buf, len, "n%lu-any-%u", netns, port);
 		return;
 	}
 	hex16(a, h);
-	if (shm_addr_is_loopback(a))
+	if (shunt_addr16_loopback(a))
 		snprintf(buf, len, "n%lu-%s-%u", netns, h, port);
 	else
 		snprintf(buf, len, "g-%s-%u", h, port);
@@ -98,8 +85,8 @@ int shm_regname_parse(const char *name, struct shm_regname *out)
 	out->port = (unsigned)port;
 	/* Only what format writes: a "g-" loopback or wildcard, an "n"
 	 * address that is neither, is not an entry. */
-	if (!out->any && (out->host_wide == shm_addr_is_loopback(out->addr) ||
-			  shm_addr_is_any(out->addr)))
+	if (!out->any && (out->host_wide == shunt_addr16_loopback(out->addr) ||
+			  shunt_addr16_any(out->addr)))
 		return -1;
 	return 0;
 }

@@ -6,7 +6,7 @@
  *   n<netns inode>-any-<port>        a wildcard listener, per namespace
  *   g-<32 hex>-<port>                any other address, host-wide
  *
- * The address is 16 bytes, IPv4 as IPv4-mapped IPv6 (shm_addr16). */
+ * The address is 16 bytes, IPv4 as IPv4-mapped IPv6 (shunt_addr16). */
 #ifndef SHM_REGNAME_H
 #define SHM_REGNAME_H
 
@@ -22,11 +22,6 @@ struct shm_regname {
 	uint8_t addr[16];
 	unsigned port;
 };
-
-/* 1 for the IPv4 or IPv6 wildcard address, else 0. */
-int shm_addr_is_any(const uint8_t a[16]);
-/* 1 for 127.0.0.1 or ::1, else 0. */
-int shm_addr_is_loopback(const uint8_t a[16]);
 
 /* The entry name of a listener on a:port in namespace netns. */
 void shm_regname_format(char *buf, size_t len, unsigned long netns, const uint8_t a[16],

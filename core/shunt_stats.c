@@ -1,4 +1,5 @@
 #include "shunt_stats.h"
+#include "shunt_tuple.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -114,17 +115,8 @@ static struct shunt_stats_file *mine(void)
 
 static void put_addr(const struct sockaddr *sa, uint8_t a[16], uint16_t *port)
 {
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)sa;
-		memset(a, 0, 10);
-		a[10] = a[11] = 0xff;
-		memcpy(a + 12, &in->sin_addr, 4);
-		*port = ntohs(in->sin_port);
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)sa;
-		memcpy(a, &in6->sin6_addr, 16);
-		*port = ntohs(in6->sin6_port);
-	}
+	if (sa)
+		shunt_addr16(sa, a, port);
 }
 
 /* The owner changes what a slot is between these two (a seqlock: readers

@@ -187,7 +187,8 @@ static void relay_send(struct fab_conn *c)
 	if (c->relay_sent || !c->peer_salen || demote_delivered(c))
 		return;
 	c->relay_sent = 1;
-	struct agent_relay r = {.tuple = c->tuple, .pos = c->rx_limit, .to_client = !c->client};
+	struct agent_relay r = {.pos = c->rx_limit, .to_client = !c->client};
+	fab_tuple_to_wire(&r.tuple, &c->tuple);
 	memcpy(r.token, c->token, sizeof r.token);
 	int rc = fab_rdv_relay((const struct sockaddr *)&c->peer_sa, c->peer_salen, &r, 0);
 	SHUNT_DEBUG("fabric: fd=%d DEMOTE %llu relayed through the peer's agent: %s", c->base.fd,

@@ -69,7 +69,7 @@ struct fab_cm_req {
 	uint8_t decline;     /* the accepting side took the kernel path */
 	uint8_t ring_log2;
 	uint8_t reserved;
-	uint8_t token[FAB_TOKEN_LEN];
+	uint8_t token[AGENT_TOKEN_LEN];
 	uint64_t rx_addr;    /* server's rx ring, as the peer names it */
 	uint64_t rx_key;
 };
@@ -149,12 +149,12 @@ struct fab_conn {
 	int relay_hint;           /* the watcher saw a relayed position filed */
 	int dead;                 /* test knob: the endpoint is dead both ways */
 	int fail_dead;            /* test knob: ... once fail_after is reached */
-	struct shm_tuple tuple;   /* client, server: names a relayed position */
+	struct shunt_tuple tuple;   /* client, server: names a relayed position */
 	struct sockaddr_storage peer_sa; /* the peer's address (its agent's host) */
 	socklen_t peer_salen;
 	int why;                  /* enum shunt_reason of the demotion */
 	uint64_t deadline;        /* client OFFERED: give up at (ms) */
-	uint8_t token[FAB_TOKEN_LEN];
+	uint8_t token[AGENT_TOKEN_LEN];
 	uint64_t bytes_in, bytes_out;
 	struct fab_conn *next;    /* offer table, then the free pool */
 };
@@ -171,9 +171,9 @@ struct fid_domain *fab_domain(const char *prov, struct fid_fabric **fabric);
 /* The process's passive endpoint on source address src (listening, its
  * requests answered by a thread); its address into o. */
 int fab_pep_addr(const char *prov, const struct sockaddr *src, socklen_t slen,
-		 struct fab_offer *o);
+		 struct agent_offer *o);
 /* An endpoint description to reach a peer's passive endpoint. */
-struct fi_info *fab_info_for_peer(const struct fab_offer *o);
+struct fi_info *fab_info_for_peer(const struct agent_offer *o);
 /* Registered memory for a connection: len bytes, desc and key. */
 int fab_mr_reg(struct fid_domain *d, void *buf, size_t len, uint64_t access,
 	       struct fid_mr **mr);

@@ -51,10 +51,10 @@ void fab_offer_add(struct fab_conn *c)
 	pthread_mutex_unlock(&offers_mu);
 }
 
-static struct fab_conn *offer_find_locked(const uint8_t token[FAB_TOKEN_LEN], int remove)
+static struct fab_conn *offer_find_locked(const uint8_t token[AGENT_TOKEN_LEN], int remove)
 {
 	for (struct fab_conn **p = &offers; *p; p = &(*p)->next)
-		if (memcmp((*p)->token, token, FAB_TOKEN_LEN) == 0) {
+		if (memcmp((*p)->token, token, AGENT_TOKEN_LEN) == 0) {
 			struct fab_conn *c = *p;
 			if (remove)
 				*p = c->next;
@@ -234,15 +234,6 @@ static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 	return getsockname(fd, (struct sockaddr *)local, llen);
 }
 
-static int is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-	return IN6_IS_ADDR_LOOPBACK(a) ||
-	       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-}
-
 static int ring_ok(uint64_t r)
 {
 	return r >= FAB_MIN_RING && r <= FAB_MAX_RING && (r & (r - 1)) == 0;
@@ -252,13 +243,14 @@ enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 				     socklen_t dlen)
 {
 	/* Same host: shm's business (its reason stands). */
-	if (is_loopback(dst))
+	if (shunt_sa_loopback(dst))
 		return SHUNT_R_NO_PEER_SHIM;
 	char prov[32];
 	enum shunt_reason why = fab_provider_for(dst, dlen, prov);
 	if (why != SHUNT_R_NONE)
 		return why;
-	struct fab_offer o;
+	struct agent_offer o;
+	struct shunt_tuple t;
 	struct sockaddr_storage local;
 	socklen_t llen;
 	struct fab_conn *c = NULL;
@@ -266,8 +258,9 @@ enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 	SHUNT_GUARD_ENTER();
 	why = SHUNT_R_BIND_FAILED;
 	if (fix_local(fd, dst, dlen, &local, &llen) < 0 ||
-	    shm_tuple_make(&o.tuple, (struct sockaddr *)&local, dst) < 0)
+	    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
+	fab_tuple_to_wire(&o.tuple, &t);
 	why = SHUNT_R_PROVIDER_ERROR;
 	struct fid_domain *d = fab_domain(prov, NULL);
 	if (!d || fab_pep_addr(prov, (struct sockaddr *)&local, llen, &o) < 0)
@@ -286,7 +279,7 @@ enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 		goto out;
 	memcpy(o.token, c->token, sizeof o.token);
 	o.ring_size = ring;
-	c->tuple = o.tuple;
+	c->tuple = t;
 	if (dlen <= sizeof c->peer_sa) {
 		memcpy(&c->peer_sa, dst, dlen);
 		c->peer_salen = dlen;
@@ -315,26 +308,18 @@ out:
 
 /* ---- server ---------------------------------------------------------------- */
 
-static int tuple_of(int fd, const struct sockaddr *peer, struct shm_tuple *t)
-{
-	struct sockaddr_storage local;
-	socklen_t ll = sizeof local;
-	if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0)
-		return -1;
-	return shm_tuple_make(t, peer, (struct sockaddr *)&local);
-}
-
-static int take_offer(int fd, const struct sockaddr *peer, struct fab_offer *o)
+/* The offer filed for the connection accept() returned (its tuple in *t). */
+static int take_offer(int fd, const struct sockaddr *peer, struct shunt_tuple *t,
+		      struct agent_offer *o)
 {
 	const char *rd = shunt_rundir();
-	struct shm_tuple t;
-	if (!rd || is_loopback(peer) || tuple_of(fd, peer, &t) < 0)
+	if (!rd || shunt_sa_loopback(peer) || shunt_tuple_accepted(t, fd, peer) < 0)
 		return -1;
-	return fab_rdv_take(rd, &t, o);
+	return fab_rdv_take(rd, t, o);
 }
 
 /* Tell a waiting client to go on over TCP now rather than at its timeout. */
-static void refuse(const struct fab_offer *o)
+static void refuse(const struct agent_offer *o)
 {
 	struct fid_fabric *fab;
 	struct fid_domain *d = fab_domain(o->provider, &fab);
@@ -370,15 +355,16 @@ enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 				    const struct sockaddr *peer, socklen_t plen)
 {
 	(void)lfd;
-	struct fab_offer o;
+	struct agent_offer o;
+	struct shunt_tuple t;
 	SHUNT_GUARD_ENTER();
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	struct fab_conn *c = NULL;
 	struct fi_info *info = NULL;
-	if (take_offer(fd, peer, &o) < 0)
+	if (take_offer(fd, peer, &t, &o) < 0)
 		goto out;
 	why = SHUNT_R_BAD_OFFER;
-	if (!ring_ok(o.ring_size) || o.addrlen > FAB_ADDR_MAX || o.provider[31] ||
+	if (!ring_ok(o.ring_size) || o.addrlen > AGENT_ADDR_MAX || o.provider[31] ||
 	    o.addrlen == 0)
 		goto refuse;
 	char prov[32];
@@ -423,7 +409,7 @@ enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	c->peer_addr = rep.rx_addr;
 	c->peer_key = rep.rx_key;
 	memcpy(c->token, o.token, sizeof c->token);
-	c->tuple = o.tuple;
+	c->tuple = t;
 	if (plen <= sizeof c->peer_sa) {
 		memcpy(&c->peer_sa, peer, plen);
 		c->peer_salen = plen;
@@ -434,7 +420,7 @@ enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	why = SHUNT_R_NONE;
 	goto out;
 refuse:
-	if (why != SHUNT_R_BAD_OFFER || o.addrlen <= FAB_ADDR_MAX)
+	if (why != SHUNT_R_BAD_OFFER || o.addrlen <= AGENT_ADDR_MAX)
 		refuse(&o);
 out:
 	if (why != SHUNT_R_NONE && c)
@@ -447,9 +433,10 @@ out:
 void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 {
 	(void)plen;
-	struct fab_offer o;
+	struct agent_offer o;
+	struct shunt_tuple t;
 	SHUNT_GUARD_ENTER();
-	if (take_offer(fd, peer, &o) == 0 && o.addrlen <= FAB_ADDR_MAX && o.addrlen &&
+	if (take_offer(fd, peer, &t, &o) == 0 && o.addrlen <= AGENT_ADDR_MAX && o.addrlen &&
 	    !o.provider[31])
 		refuse(&o);
 	SHUNT_GUARD_LEAVE();

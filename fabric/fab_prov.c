@@ -28,7 +28,7 @@
 struct fab_pep {
 	struct sockaddr_storage src; /* port 0: the address it serves */
 	struct fid_pep *pep;
-	struct fab_offer name;       /* provider, format, address */
+	struct agent_offer name;       /* provider, format, address */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -242,11 +242,7 @@ void fab_on_listen(int fd, struct shunt_fd *e)
 	socklen_t sl = sizeof ss;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		return;
-	if (ss.ss_family == AF_INET &&
-	    (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127)
-		return;
-	if (ss.ss_family == AF_INET6 &&
-	    IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+	if (shunt_sa_loopback((struct sockaddr *)&ss))
 		return;
 	const char *want = shunt_config()->fabric_provider;
 	int autop = strcmp(want, "auto") == 0;
@@ -372,7 +368,7 @@ static int open_pep_locked(const char *prov, const struct sockaddr *src, socklen
 		return -1;
 	}
 	struct fid_pep *pep = NULL;
-	size_t alen = FAB_ADDR_MAX;
+	size_t alen = AGENT_ADDR_MAX;
 	rc = fi_passive_ep(fabric, info, &pep, NULL);
 	if (rc == 0)
 		rc = fi_pep_bind(pep, &pep_eq->fid, 0);
@@ -396,7 +392,7 @@ static int open_pep_locked(const char *prov, const struct sockaddr *src, socklen
 }
 
 int fab_pep_addr(const char *prov, const struct sockaddr *src, socklen_t slen,
-		 struct fab_offer *o)
+		 struct agent_offer *o)
 {
 	int rc = -1;
 	pthread_mutex_lock(&mu);
@@ -432,23 +428,23 @@ out:
 #define FAB_PEER_INFOS 4
 
 static struct peer_info {
-	struct fab_offer name;       /* provider, addr_format, addrlen, addr */
+	struct agent_offer name;       /* provider, addr_format, addrlen, addr */
 	struct fi_info *info;
 	pid_t pid;
 } peer_infos[FAB_PEER_INFOS];
 static unsigned peer_next;
 
-static int same_peer(const struct fab_offer *a, const struct fab_offer *b)
+static int same_peer(const struct agent_offer *a, const struct agent_offer *b)
 {
 	return a->addr_format == b->addr_format && a->addrlen == b->addrlen &&
 	       !strcmp(a->provider, b->provider) && !memcmp(a->addr, b->addr, a->addrlen);
 }
 
-struct fi_info *fab_info_for_peer(const struct fab_offer *o)
+struct fi_info *fab_info_for_peer(const struct agent_offer *o)
 {
 	struct fi_info *info = NULL;
 	pid_t me = getpid();
-	if (o->addrlen > FAB_ADDR_MAX || o->provider[sizeof o->provider - 1])
+	if (o->addrlen > AGENT_ADDR_MAX || o->provider[sizeof o->provider - 1])
 		return NULL;
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < FAB_PEER_INFOS && !info; i++)

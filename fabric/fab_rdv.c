@@ -390,7 +390,7 @@ static enum fab_rdv_result link_start(struct link *l, const struct sockaddr *dst
 
 /* One OFFER on an open link.  *answered: the agent answered it (the link is
  * still in step); *host as for exchange(). */
-static enum fab_rdv_result offer_once(struct link *l, const struct fab_offer *o, int *host,
+static enum fab_rdv_result offer_once(struct link *l, const struct agent_offer *o, int *host,
 				      int *answered)
 {
 	struct agent_msg m = {.type = AGENT_OFFER}, a;
@@ -415,7 +415,7 @@ static enum fab_rdv_result offer_once(struct link *l, const struct fab_offer *o,
 /* *host: the answer holds for the host (no agent, or the agent refused us:
  * secret, version), not just for this offer. */
 static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
-				    const uint8_t a16[16], const struct fab_offer *o,
+				    const uint8_t a16[16], const struct agent_offer *o,
 				    int timeout_ms, int *host)
 {
 	const struct shunt_config *cfg = shunt_config();
@@ -454,13 +454,13 @@ static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
 }
 
 enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
-				  const struct fab_offer *o, int timeout_ms)
+				  const struct agent_offer *o, int timeout_ms)
 {
 	uint8_t a16[16];
 	uint16_t port;
 	enum fab_rdv_result r;
 	/* Our own offer out of bounds says nothing about the host. */
-	if (shm_addr16(dst, a16, &port) < 0 || agent_offer_check(o) < 0)
+	if (shunt_addr16(dst, a16, &port) < 0 || agent_offer_check(o) < 0)
 		return FAB_RDV_REFUSED;
 	const struct shunt_config *cfg = shunt_config();
 	if (timeout_ms <= 0)
@@ -486,6 +486,32 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 						     : "refused");
 	}
 	return r;
+}
+
+/* ---- tuples on the wire ----------------------------------------------------------- */
+
+void fab_tuple_to_wire(struct agent_tuple *w, const struct shunt_tuple *t)
+{
+	memcpy(w->caddr, t->caddr, 16);
+	memcpy(w->saddr, t->saddr, 16);
+	w->cport = t->cport;
+	w->sport = t->sport;
+}
+
+void fab_tuple_from_wire(struct shunt_tuple *t, const struct agent_tuple *w)
+{
+	memset(t, 0, sizeof *t);
+	memcpy(t->caddr, w->caddr, 16);
+	memcpy(t->saddr, w->saddr, 16);
+	t->cport = w->cport;
+	t->sport = w->sport;
+}
+
+static int same_tuple(const struct agent_tuple *w, const struct shunt_tuple *t)
+{
+	struct shunt_tuple x;
+	fab_tuple_from_wire(&x, w);
+	return !memcmp(&x, t, sizeof x);
 }
 
 /* ---- frames the agent filed for us -------------------------------------------- */
@@ -516,18 +542,18 @@ static int take_frame(const char *path, int mine, int type, size_t len, struct a
 		       : -1;
 }
 
-int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o)
+int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_offer *o)
 {
 	char key[32], path[SHUNT_PATH_MAX];
 	struct agent_msg m;
 	if (!rundir)
 		return -1;
-	shm_tuple_key(t, key, sizeof key);
+	shunt_tuple_key(t, key, sizeof key);
 	if ((size_t)snprintf(path, sizeof path, "%s/f/%s", rundir, key) >= sizeof path)
 		return -1;
 	SHUNT_GUARD_ENTER();
 	int rc = take_frame(path, 1, AGENT_OFFER, AGENT_HDR_LEN + AGENT_OFFER_LEN, &m);
-	if (rc == 0 && memcmp(&m.u.offer.tuple, t, sizeof *t))
+	if (rc == 0 && !same_tuple(&m.u.offer.tuple, t))
 		rc = -1;
 	if (rc == 0)
 		*o = m.u.offer;
@@ -542,7 +568,7 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 {
 	uint8_t a16[16];
 	uint16_t port;
-	if (shm_addr16(dst, a16, &port) < 0)
+	if (shunt_addr16(dst, a16, &port) < 0)
 		return -1;
 	const struct shunt_config *cfg = shunt_config();
 	if (timeout_ms <= 0)
@@ -565,14 +591,14 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 	return rc;
 }
 
-int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client,
-		       const uint8_t token[FAB_TOKEN_LEN], uint64_t *pos)
+int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int client,
+		       const uint8_t token[AGENT_TOKEN_LEN], uint64_t *pos)
 {
 	char key[32], path[SHUNT_PATH_MAX];
 	struct agent_msg m;
 	if (!rundir)
 		return -1;
-	shm_tuple_key(t, key, sizeof key);
+	shunt_tuple_key(t, key, sizeof key);
 	if ((size_t)snprintf(path, sizeof path, "%s/r/%s.%c", rundir, key, client ? 'c' : 's') >=
 	    sizeof path)
 		return -1;
@@ -580,9 +606,9 @@ int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client
 	/* Only the connection's own token counts: anything else is left to
 	 * the agent's sweep. */
 	int rc = take_frame(path, 0, AGENT_RELAY, AGENT_HDR_LEN + AGENT_RELAY_LEN, &m);
-	if (rc == 0 && (memcmp(&m.u.relay.tuple, t, sizeof *t) ||
+	if (rc == 0 && (!same_tuple(&m.u.relay.tuple, t) ||
 			m.u.relay.to_client != !!client ||
-			memcmp(m.u.relay.token, token, FAB_TOKEN_LEN)))
+			memcmp(m.u.relay.token, token, AGENT_TOKEN_LEN)))
 		rc = -1;
 	if (rc == 0) {
 		unlink(path);

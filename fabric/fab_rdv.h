@@ -20,24 +20,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "shm/shm_proto.h" /* struct shm_tuple, shm_tuple_key */
-
-#define FAB_ADDR_MAX 128
-#define FAB_TOKEN_LEN 16
-
-struct fab_offer {
-	struct shm_tuple tuple;      /* client, server as the client sees them */
-	uint8_t token[FAB_TOKEN_LEN]; /* random; the accepting side presents it
-					 as connection data when it connects
-					 back, and the client refuses any
-					 other */
-	char provider[32];           /* libfabric provider of the client's
-					passive endpoint, NUL-terminated */
-	uint32_t addr_format;        /* FI_SOCKADDR_IN, FI_SOCKADDR_IN6, ... */
-	uint32_t addrlen;            /* <= FAB_ADDR_MAX */
-	uint8_t addr[FAB_ADDR_MAX];  /* the passive endpoint (fi_getname) */
-	uint64_t ring_size;          /* bytes per direction the client asks */
-};
+#include "agent/agent_proto.h"
+#include "core/shunt_tuple.h"
 
 enum fab_rdv_result {
 	FAB_RDV_OK = 0,        /* a live listener; the offer is filed */
@@ -55,14 +39,12 @@ enum fab_rdv_result {
  * Authenticates with agent_secret / agent_secret_file when set.  Preserves
  * errno. */
 enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
-				  const struct fab_offer *o, int timeout_ms);
+				  const struct agent_offer *o, int timeout_ms);
 
 /* Server side, in accept(): take (read and remove) the offer filed for the
  * accepted connection's tuple.  0 with *o filled and checked (bounds, tuple
  * equal to t), -1 when there is none or it is malformed. */
-int fab_rdv_take(const char *rundir, const struct shm_tuple *t, struct fab_offer *o);
-
-struct agent_relay;
+int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_offer *o);
 
 /* Both ways dead: send our DEMOTE position to the agent of the peer's host
  * (dst, agent_port), which files it for the peer.  0 when filed. */
@@ -72,7 +54,11 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 /* The position the peer relayed to this end (client: 1 for the client end)
  * of tuple t, if one was filed with the connection's token: 0 with *pos
  * (the file is removed), else -1. */
-int fab_rdv_relay_take(const char *rundir, const struct shm_tuple *t, int client,
-		       const uint8_t token[FAB_TOKEN_LEN], uint64_t *pos);
+int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int client,
+		       const uint8_t token[AGENT_TOKEN_LEN], uint64_t *pos);
+
+/* The agent protocol's form of a tuple, and back: the same four fields. */
+void fab_tuple_to_wire(struct agent_tuple *w, const struct shunt_tuple *t);
+void fab_tuple_from_wire(struct shunt_tuple *t, const struct agent_tuple *w);
 
 #endif

@@ -130,7 +130,7 @@ static void relay_one(int fd, struct shunt_fd *e, void *p)
 		return;
 	struct fab_conn *c = (struct fab_conn *)b;
 	char want[48];
-	shm_tuple_key(&c->tuple, want, 32);
+	shunt_tuple_key(&c->tuple, want, 32);
 	size_t n = strlen(want);
 	snprintf(want + n, sizeof want - n, ".%c", c->client ? 'c' : 's');
 	if (strcmp(want, a->name))

@@ -140,7 +140,7 @@ static int route_source(const struct sockaddr *dst, socklen_t len,
 {
 	uint8_t a[16];
 	uint16_t port;
-	if (shm_addr16(dst, a, &port) < 0)
+	if (shunt_addr16(dst, a, &port) < 0)
 		return -1;
 	uint64_t now = shm_now_ms();
 	pthread_mutex_lock(&route_mu);
@@ -246,7 +246,7 @@ enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	SHUNT_GUARD_ENTER();
 	struct sockaddr_storage local;
-	struct shm_tuple t;
+	struct shunt_tuple t;
 	char key[96], path[SHM_PATH_MAX];
 	struct shm_conn *c = NULL;
 	if (!shm_registry_lookup(rd, dst))
@@ -254,10 +254,10 @@ enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 	shm_sweep();
 	why = SHUNT_R_BIND_FAILED;
 	if (fix_local(fd, dst, dlen, &local) < 0 ||
-	    shm_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
+	    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
 	why = SHUNT_R_RING_ALLOC;
-	shm_tuple_key(&t, key, sizeof key);
+	shunt_tuple_key(&t, key, sizeof key);
 	if (shm_path(path, sizeof path, key, ""))
 		goto out;
 	uint64_t ring = shunt_config()->ring_size;
@@ -300,15 +300,6 @@ out:
 }
 
 /* ---- server: commit or decline ------------------------------------------- */
-
-static int tuple_of(int fd, const struct sockaddr *peer, struct shm_tuple *t)
-{
-	struct sockaddr_storage local;
-	socklen_t ll = sizeof local;
-	if (getsockname(fd, (struct sockaddr *)&local, &ll) < 0)
-		return -1;
-	return shm_tuple_make(t, peer, (struct sockaddr *)&local);
-}
 
 int shm_offer_uid_ok(uid_t uid, gid_t gid)
 {
@@ -362,16 +353,16 @@ enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	const char *rd = shunt_rundir();
 	if (!rd)
 		return SHUNT_R_RING_ALLOC;
-	struct shm_tuple t;
+	struct shunt_tuple t;
 	char key[96], path[SHM_PATH_MAX];
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	struct shm_slot slot;
 	SHUNT_GUARD_ENTER();
 	struct shm_hdr *h = NULL;
 	struct shm_conn *c = NULL;
-	if (tuple_of(fd, peer, &t) < 0)
+	if (shunt_tuple_accepted(&t, fd, peer) < 0)
 		goto out;
-	shm_tuple_key(&t, key, sizeof key);
+	shunt_tuple_key(&t, key, sizeof key);
 	if (shm_path(path, sizeof path, key, ""))
 		goto out;
 	if (open_offer(key, &slot, &why) < 0)
@@ -439,14 +430,14 @@ void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 {
 	(void)plen;
 	const char *rd = shunt_rundir();
-	struct shm_tuple t;
+	struct shunt_tuple t;
 	char key[96];
 	struct shm_slot slot;
 	enum shunt_reason why;
-	if (!rd || tuple_of(fd, peer, &t) < 0)
+	if (!rd || shunt_tuple_accepted(&t, fd, peer) < 0)
 		return;
 	SHUNT_GUARD_ENTER();
-	shm_tuple_key(&t, key, sizeof key);
+	shunt_tuple_key(&t, key, sizeof key);
 	if (open_offer(key, &slot, &why) == 0) {
 		struct shm_hdr *h = slot.hdr;
 		if (shm_hdr_check(h, slot.len, &t) == 0) {

@@ -14,13 +14,15 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "config/shunt_config.h"
+#include "core/shunt_tuple.h"
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
 #define SHM_VERSION 1u
 #define SHM_HDR_SIZE 4096u
-#define SHM_MIN_RING 4096u
-#define SHM_MAX_RING (1u << 30)
+#define SHM_MIN_RING SHUNT_RING_MIN
+#define SHM_MAX_RING SHUNT_RING_MAX
 
 enum shm_state {
 	SHM_OFFERED = 1,   /* client waits; it may already write into c2s */
@@ -31,14 +33,6 @@ enum shm_state {
 };
 
 enum shm_side { SHM_CLIENT = 0, SHM_SERVER = 1 };
-
-/* The 4-tuple, as the client's getsockname/peer address.  IPv4 is stored as
- * IPv4-mapped IPv6 so both families compare the same way. */
-struct shm_tuple {
-	uint8_t caddr[16];
-	uint8_t saddr[16];
-	uint16_t cport, sport; /* host order */
-};
 
 struct shm_hdr {
 	uint32_t magic;
@@ -51,7 +45,7 @@ struct shm_hdr {
 	uint32_t uid[2];
 	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way
 					there; one datagram per sleep is enough */
-	struct shm_tuple tuple;
+	struct shunt_tuple tuple;
 	/* ring[0]: client -> server; ring[1]: server -> client */
 	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));
 };
@@ -61,17 +55,6 @@ _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
 /* 0 when a mapping of file_size bytes is a valid offer for tuple, else -1.
  * Reads only within the first SHM_HDR_SIZE bytes. */
 int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
-		  const struct shm_tuple *tuple);
-
-/* Key for file names: 16 hex digits hashed from the tuple. */
-void shm_tuple_key(const struct shm_tuple *t, char *buf, size_t len);
-
-/* An IP address as 16 bytes (IPv4 as IPv4-mapped IPv6) and a host-order
- * port.  -1 if sa is not AF_INET or AF_INET6. */
-int shm_addr16(const struct sockaddr *sa, uint8_t out[16], uint16_t *port);
-
-/* Fill a tuple from two socket addresses (client, server). -1 if not IP. */
-int shm_tuple_make(struct shm_tuple *t, const struct sockaddr *client,
-		   const struct sockaddr *server);
+		  const struct shunt_tuple *tuple);
 
 #endif

@@ -66,10 +66,12 @@ static int offer(char **argv, int argc)
 		return 2;
 	int count = argc > 4 ? atoi(argv[4]) : 1;
 	double after = argc > 5 ? atof(argv[5]) : -1;
-	struct fab_offer o = {0};
-	if (shm_tuple_make(&o.tuple, (struct sockaddr *)&cli, (struct sockaddr *)&dst))
+	struct agent_offer o = {0};
+	struct shunt_tuple t;
+	if (shunt_tuple_make(&t, (struct sockaddr *)&cli, (struct sockaddr *)&dst))
 		return 2;
-	memcpy(o.token, "rdv-probe-token!", FAB_TOKEN_LEN);
+	fab_tuple_to_wire(&o.tuple, &t);
+	memcpy(o.token, "rdv-probe-token!", AGENT_TOKEN_LEN);
 	strcpy(o.provider, "tcp");
 	o.addr_format = 2; /* FI_SOCKADDR_IN */
 	o.addrlen = cl;
@@ -103,16 +105,16 @@ static int take(char **argv)
 	socklen_t cl, sl;
 	if (sockaddr_of(argv[1], argv[2], &cli, &cl) || sockaddr_of(argv[3], argv[4], &srv, &sl))
 		return 2;
-	struct shm_tuple t;
-	struct fab_offer o;
-	if (shm_tuple_make(&t, (struct sockaddr *)&cli, (struct sockaddr *)&srv))
+	struct shunt_tuple t;
+	struct agent_offer o;
+	if (shunt_tuple_make(&t, (struct sockaddr *)&cli, (struct sockaddr *)&srv))
 		return 2;
 	if (fab_rdv_take(argv[0], &t, &o) < 0) {
 		printf("take none\n");
 		return 1;
 	}
 	printf("take ok token=");
-	for (int i = 0; i < FAB_TOKEN_LEN; i++)
+	for (int i = 0; i < AGENT_TOKEN_LEN; i++)
 		printf("%02x", o.token[i]);
 	printf(" provider=%s ring=%llu addrlen=%u\n", o.provider,
 	       (unsigned long long)o.ring_size, o.addrlen);

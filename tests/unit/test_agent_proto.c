@@ -18,9 +18,9 @@ static void hex(const uint8_t *p, size_t n, char *out)
 		sprintf(out + 2 * i, "%02x", p[i]);
 }
 
-static struct fab_offer good_offer(void)
+static struct agent_offer good_offer(void)
 {
-	struct fab_offer o;
+	struct agent_offer o;
 	memset(&o, 0, sizeof o);
 	o.tuple.caddr[10] = o.tuple.caddr[11] = 0xff;
 	o.tuple.caddr[12] = 198, o.tuple.caddr[13] = 18, o.tuple.caddr[15] = 1;
@@ -188,7 +188,7 @@ Test(frames, relay)
 	m.u.relay.tuple.saddr[15] = 2;
 	m.u.relay.tuple.cport = 40000;
 	m.u.relay.tuple.sport = 6379;
-	memset(m.u.relay.token, 0xa5, FAB_TOKEN_LEN);
+	memset(m.u.relay.token, 0xa5, AGENT_TOKEN_LEN);
 	m.u.relay.pos = 0x0102030405060708ull;
 	m.u.relay.to_client = 1;
 	roundtrip(&m);
@@ -198,7 +198,7 @@ Test(frames, relay)
 	cr_assert_eq(buf[AGENT_HDR_LEN + 59], 0x08);
 	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
 	cr_assert_eq(memcmp(&d.u.relay.tuple, &m.u.relay.tuple, sizeof m.u.relay.tuple), 0);
-	cr_assert_eq(memcmp(d.u.relay.token, m.u.relay.token, FAB_TOKEN_LEN), 0);
+	cr_assert_eq(memcmp(d.u.relay.token, m.u.relay.token, AGENT_TOKEN_LEN), 0);
 	cr_assert_eq(d.u.relay.pos, m.u.relay.pos);
 	cr_assert_eq(d.u.relay.to_client, 1);
 	/* A side that is neither end, and a zero port, are malformed. */
@@ -287,7 +287,7 @@ Test(frames, body_rejections)
 /* Offer bodies: each bad field alone is rejected by decode and encode. */
 Test(frames, offer_bounds)
 {
-	struct fab_offer o = good_offer();
+	struct agent_offer o = good_offer();
 	cr_assert_eq(agent_offer_check(&o), 0);
 #define BAD_OFFER(stmt)                                                           \
 	do {                                                                       \
@@ -295,14 +295,14 @@ Test(frames, offer_bounds)
 		uint8_t b_[AGENT_FRAME_MAX];                                       \
 		m_.u.offer = good_offer();                                         \
 		size_t n_ = enc(&m_, b_);                                          \
-		struct fab_offer *o_ = &m_.u.offer;                                \
+		struct agent_offer *o_ = &m_.u.offer;                                \
 		stmt;                                                              \
 		cr_assert_eq(agent_offer_check(o_), -1, "accepted: %s", #stmt);    \
 		cr_assert_eq(agent_encode(&m_, b_), 0, "encoded: %s", #stmt);     \
 		(void)n_;                                                          \
 	} while (0)
 	BAD_OFFER(o_->addrlen = 0);
-	BAD_OFFER(o_->addrlen = FAB_ADDR_MAX + 1);
+	BAD_OFFER(o_->addrlen = AGENT_ADDR_MAX + 1);
 	BAD_OFFER(o_->addrlen = 0xffffffffu);
 	BAD_OFFER(o_->addr_format = 0);
 	BAD_OFFER(o_->addr_format = 0x10000);
@@ -332,17 +332,17 @@ Test(frames, offer_bounds)
 	/* A struct with junk in its padding encodes to the canonical bytes. */
 	uint8_t clean[AGENT_FRAME_MAX], dirty[AGENT_FRAME_MAX];
 	size_t cn = enc(&m, clean);
-	memset(m.u.offer.addr + 16, 0xa5, FAB_ADDR_MAX - 16);
+	memset(m.u.offer.addr + 16, 0xa5, AGENT_ADDR_MAX - 16);
 	memset(m.u.offer.provider + 12, 0x5a, sizeof m.u.offer.provider - 13);
 	cr_assert_eq(agent_offer_check(&m.u.offer), 0);
 	cr_assert_eq(enc(&m, dirty), cn);
 	cr_assert_eq(memcmp(clean, dirty, cn), 0);
 	/* Extremes that are fine. */
-	o.addrlen = FAB_ADDR_MAX;
-	memset(o.addr, 1, FAB_ADDR_MAX);
-	o.ring_size = SHM_MIN_RING;
+	o.addrlen = AGENT_ADDR_MAX;
+	memset(o.addr, 1, AGENT_ADDR_MAX);
+	o.ring_size = SHUNT_RING_MIN;
 	cr_assert_eq(agent_offer_check(&o), 0);
-	o.ring_size = SHM_MAX_RING;
+	o.ring_size = SHUNT_RING_MAX;
 	memset(o.provider, 0, sizeof o.provider);
 	memset(o.provider, 'z', sizeof o.provider - 1);
 	cr_assert_eq(agent_offer_check(&o), 0);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "shunt_regname.h"
+#include "shunt_tuple.h"
 
 static void v4(const char *ip, uint8_t a[16])
 {
@@ -26,10 +27,10 @@ static void round_trip(const uint8_t a[16], unsigned long ns, unsigned port, con
 	cr_assert_str_eq(name, want);
 	cr_assert_eq(shm_regname_parse(name, &r), 0, "%s", name);
 	cr_assert_eq(r.port, port);
-	cr_assert_eq(r.any, shm_addr_is_any(a));
+	cr_assert_eq(r.any, shunt_addr16_any(a));
 	if (!r.any)
 		cr_assert_eq(memcmp(r.addr, a, 16), 0, "%s: address", name);
-	cr_assert_eq(r.host_wide, !r.any && !shm_addr_is_loopback(a));
+	cr_assert_eq(r.host_wide, !r.any && !shunt_addr16_loopback(a));
 	cr_assert_eq(r.netns, r.host_wide ? 0 : ns);
 }
 
