@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/shunt_rundir_layout.h"
 #include "core/shunt_tuple.h"
 #include "shuntd.h"
 
@@ -23,13 +24,9 @@
 #define TMP_MAX_AGE_S 10
 #define SWEEP_MAX 4096
 
-/* The subdirectories the agent uses: registry, offers and wake sockets,
- * statistics, filed fabric offers, relayed positions. */
-static const char *const subs[] = {"l", "o", "s", "f", "r"};
-
 /* A rundir shared with a group (shm_group: setgid, group rwx) has
  * subdirectories of the group's too, mode 2770, as the library makes them
- * (preload/shunt_rundir.c): the shims of the members accept no other, so
+ * (core/shunt_rundir.c): the shims of the members accept no other, so
  * one the agent made first must be the same. */
 #define GROUP_DIR_MODE 02770
 
@@ -80,8 +77,8 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen)
 		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-		if (subdir(rundir, subs[i], &st, err, errlen) < 0)
+	for (int r = 0; r < SHUNT_ROOM_COUNT; r++)
+		if (subdir(rundir, shunt_room_dir(r), &st, err, errlen) < 0)
 			return -1;
 	return 0;
 }
@@ -101,11 +98,12 @@ int rundir_check(const char *rundir, char *err, size_t errlen)
 		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+	for (int r = 0; r < SHUNT_ROOM_COUNT; r++) {
 		char p[300];
-		snprintf(p, sizeof p, "%s/%s", rundir, subs[i]);
-		if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode) || access(p, R_OK | W_OK | X_OK) < 0) {
-			snprintf(err, errlen, "rundir %s: %s/ is missing or not usable", rundir, subs[i]);
+		if (shunt_rundir_path(p, sizeof p, rundir, r, NULL) < 0 || stat(p, &st) < 0 ||
+		    !S_ISDIR(st.st_mode) || access(p, R_OK | W_OK | X_OK) < 0) {
+			snprintf(err, errlen, "rundir %s: %s/ is missing or not usable", rundir,
+				 shunt_room_dir(r));
 			return -1;
 		}
 	}
@@ -114,7 +112,7 @@ int rundir_check(const char *rundir, char *err, size_t errlen)
 
 /* One frame as <rundir>/<sub>/<name>, written whole under a temporary name,
  * then renamed: the shim sees no file or a complete one. */
-static int file_frame(const char *rundir, const char *sub, const char *name,
+static int file_frame(const char *rundir, enum shunt_room room, const char *name,
 		      const struct agent_msg *m, unsigned uid, gid_t gid, mode_t mode)
 {
 	static unsigned seq;
@@ -123,8 +121,10 @@ static int file_frame(const char *rundir, const char *sub, const char *name,
 	size_t n = agent_encode(m, buf);
 	if (!n)
 		return -1;
-	snprintf(path, sizeof path, "%s/%s/%s", rundir, sub, name);
-	snprintf(tmp, sizeof tmp, "%s/%s/.%s.%d.%u", rundir, sub, name, (int)getpid(), seq++);
+	if (shunt_rundir_path(path, sizeof path, rundir, room, "%s", name) < 0 ||
+	    shunt_rundir_path(tmp, sizeof tmp, rundir, room, ".%s.%d.%u", name, (int)getpid(),
+			      seq++) < 0)
+		return -1;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
@@ -158,7 +158,7 @@ int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned 
 	char key[32];
 	m.u.offer = *o;
 	key_of(&o->tuple, key, sizeof key);
-	return file_frame(rundir, "f", key, &m, uid, (gid_t)-1, 0600);
+	return file_frame(rundir, SHUNT_ROOM_FILED, key, &m, uid, (gid_t)-1, 0600);
 }
 
 int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid)
@@ -171,7 +171,7 @@ int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned 
 	m.u.relay = *r;
 	key_of(&r->tuple, key, sizeof key);
 	snprintf(name, sizeof name, "%s.%c", key, r->to_client ? 'c' : 's');
-	return file_frame(rundir, "r", name, &m, uid, st.st_gid, 0640);
+	return file_frame(rundir, SHUNT_ROOM_RELAY, name, &m, uid, st.st_gid, 0640);
 }
 
 /* ---- sweeping -------------------------------------------------------------------- */
@@ -256,14 +256,14 @@ void rundir_sweep(struct ev_loop *el, void *data)
 {
 	char dir[300];
 	time_t now = time(NULL);
-	snprintf(dir, sizeof dir, "%s/l", shuntd.rundir);
-	sweep_registry(dir);
-	snprintf(dir, sizeof dir, "%s/f", shuntd.rundir);
-	sweep_offers(dir, now);
+	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_LISTEN, NULL))
+		sweep_registry(dir);
+	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_FILED, NULL))
+		sweep_offers(dir, now);
 	/* Relayed positions nobody took (the connection ended) age the same. */
-	snprintf(dir, sizeof dir, "%s/r", shuntd.rundir);
-	sweep_offers(dir, now);
-	snprintf(dir, sizeof dir, "%s/o", shuntd.rundir);
-	sweep_shm(dir);
+	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_RELAY, NULL))
+		sweep_offers(dir, now);
+	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_OFFER, NULL))
+		sweep_shm(dir);
 	metrics_scan();
 }

@@ -12,7 +12,6 @@
 /* <rundir>/o/<16 hex>.cw must fit a Unix socket path (108 bytes). */
 #define SHUNT_RUNDIR_MAX 80
 #define SHUNT_RUNDIR_CANDIDATES 3
-#define SHUNT_RUNDIR_SUBDIRS "los" /* l/ registry, o/ offers, s/ statistics */
 
 /* The directories to try, most preferred first, into out[i] (each
  * SHUNT_RUNDIR_MAX + 1 bytes): the configured one alone when set; else

@@ -4,12 +4,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 
+#include "shunt_listen.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
+#include "shunt_transport.h"
+
+const char *shunt_conn_name(const struct shunt_conn *c)
+{
+	return c->ops->transport ? c->ops->transport->name : "spill";
+}
 
 void shunt_conn_put(struct shunt_conn *c)
 {
@@ -17,17 +23,35 @@ void shunt_conn_put(struct shunt_conn *c)
 		c->ops->free(c);
 }
 
+/* ops->close, then the close line of a connection on a transport (the
+ * bytes it moved there, what a demotion replayed left out). */
+static void conn_close(struct shunt_conn *c)
+{
+	int fd = c->fd;
+	c->ops->close(c);
+	if (c->ops->transport && shunt_log_on(SHUNT_LOG_DEBUG))
+		shunt_log(SHUNT_LOG_DEBUG, "%s close fd=%d bytes_in=%llu bytes_out=%llu",
+			  shunt_conn_name(c), fd, (unsigned long long)c->bytes_in,
+			  (unsigned long long)c->bytes_out);
+}
+
 /* One fd number less.  The last one says goodbye (ops->close) while the
  * socket is still open; the memory goes with the last reference. */
 static void conn_unref(struct shunt_conn *c)
 {
 	if (__atomic_sub_fetch(&c->fds, 1, __ATOMIC_ACQ_REL) == 0) {
-		if (c->ops->recvmsg &&
-		    !__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
+		if (!__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
 			__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
-		c->ops->close(c);
+		conn_close(c);
 	}
 	shunt_conn_put(c);
+}
+
+void shunt_conn_close_at_exit(struct shunt_conn *c)
+{
+	int fd = c->fd;
+	conn_close(c);
+	__atomic_store_n(&c->fd, fd, __ATOMIC_RELEASE);
 }
 
 struct other_arg {
@@ -45,16 +69,23 @@ static void find_other(int fd, struct shunt_fd *e, void *p)
 void shunt_conn_on_close(int fd, struct shunt_fd *e)
 {
 	enum shunt_fd_kind k = shunt_fd_kind(e);
-	struct shunt_conn *c = e->conn;
+	if (k == SHUNT_FD_LISTEN) {
+		struct shunt_listener *l = e->listener;
+		shunt_fd_reset(fd);
+		if (l)
+			shunt_listen_unref(l);
+		return;
+	}
+	struct shunt_conn *c = k == SHUNT_FD_KERNEL || k == SHUNT_FD_ACCEL ? e->conn : NULL;
 	if ((k == SHUNT_FD_KERNEL || k == SHUNT_FD_ACCEL) && shunt_log_on(SHUNT_LOG_DEBUG))
 		shunt_log(SHUNT_LOG_DEBUG, "close fd=%d transport=%s reason=%s", fd,
-			  k == SHUNT_FD_ACCEL ? c->ops->name : "kernel",
+			  k == SHUNT_FD_ACCEL ? shunt_conn_name(c) : "kernel",
 			  k == SHUNT_FD_ACCEL ? "-" : shunt_reason_name(e->reason));
 	if (c && c->fd == fd && __atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1) {
 		/* The transport's own number for the socket is going away
 		 * while a dup lives on: hand it that one. */
 		struct other_arg a = {c, fd, -1};
-		shunt_fd_foreach(SHUNT_FD_LISTEN, find_other, &a);
+		shunt_fd_foreach(SHUNT_FD_KERNEL, find_other, &a);
 		if (a.found >= 0)
 			c->fd = a.found;
 	}
@@ -64,7 +95,7 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 		 * numbers when one lives on, else they close with it. */
 		struct other_arg a = {c, fd, -1};
 		if (__atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1)
-			shunt_fd_foreach(SHUNT_FD_LISTEN, find_other, &a);
+			shunt_fd_foreach(SHUNT_FD_KERNEL, find_other, &a);
 		struct shunt_fd *o = a.found >= 0 ? shunt_fd_peek(a.found) : NULL;
 		if (o && !o->stat) {
 			o->stat = st;
@@ -98,10 +129,16 @@ void shunt_conn_dup(int fd, int nfd)
 	n->role = e->role;
 	n->reason = e->reason;
 	n->flags = e->flags;
-	n->conn = e->conn;
-	if (n->conn) {
-		__atomic_add_fetch(&n->conn->refs, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&n->conn->fds, 1, __ATOMIC_RELAXED);
+	if (k == SHUNT_FD_LISTEN) {
+		n->listener = e->listener;
+		if (n->listener)
+			shunt_listen_dup(n->listener);
+	} else if (k == SHUNT_FD_KERNEL || k == SHUNT_FD_ACCEL) {
+		n->conn = e->conn;
+		if (n->conn) {
+			shunt_conn_hold(n->conn);
+			__atomic_add_fetch(&n->conn->fds, 1, __ATOMIC_RELAXED);
+		}
 	}
 	__atomic_store_n(&n->kind, k, __ATOMIC_RELEASE);
 }
@@ -131,14 +168,14 @@ void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why)
 	c->reason = (uint8_t)why;
 	__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 	/* A spill (shunt_spill.h) said so when it took over. */
-	int quiet = c->ops->id == SHUNT_TP_KERNEL;
+	int quiet = !c->ops->transport;
 	if (!quiet)
 		shunt_stats_demoted(c->stat, why);
 	struct finish_arg a = {c, why};
 	shunt_fd_foreach(SHUNT_FD_ACCEL, finish_one, &a);
 	if (!quiet)
 		SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", c->fd,
-			   c->ops->name, shunt_reason_name(why));
+			   shunt_conn_name(c), shunt_reason_name(why));
 }
 
 struct replace_arg {
@@ -152,7 +189,7 @@ static void replace_one(int fd, struct shunt_fd *e, void *p)
 	(void)fd;
 	if (e->conn != a->old || shunt_fd_kind(e) != SHUNT_FD_ACCEL)
 		return;
-	__atomic_add_fetch(&a->nw->refs, 1, __ATOMIC_RELAXED);
+	shunt_conn_hold(a->nw);
 	__atomic_add_fetch(&a->nw->fds, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->conn, a->nw, __ATOMIC_RELEASE);
 	a->n++;
@@ -187,25 +224,26 @@ void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
 	shunt_conn_put(c);
 }
 
+/* Connections the application still holds: an ACCEL entry, or a KERNEL
+ * one whose connection lives until its last close. */
+static struct shunt_conn *held(struct shunt_fd *e)
+{
+	enum shunt_fd_kind k = shunt_fd_kind(e);
+	return k == SHUNT_FD_KERNEL || k == SHUNT_FD_ACCEL ? e->conn : NULL;
+}
+
 static void fork_one(int fd, struct shunt_fd *e, void *arg)
 {
 	(void)fd;
 	(void)arg;
-	if (e->conn && e->conn->ops->fork)
-		e->conn->ops->fork(e->conn);
+	struct shunt_conn *c = held(e);
+	if (c && c->ops->fork)
+		c->ops->fork(c);
 }
 
 void shunt_conn_before_fork(void)
 {
-	shunt_fd_foreach(SHUNT_FD_LISTEN, fork_one, NULL);
-}
-
-static void child_one(int fd, struct shunt_fd *e, void *arg)
-{
-	(void)fd;
-	(void)arg;
-	if (e->conn && e->conn->ops->child)
-		e->conn->ops->child(e->conn);
+	shunt_fd_foreach(SHUNT_FD_KERNEL, fork_one, NULL);
 }
 
 /* Counters of inherited connections move to the child's own file: the
@@ -218,15 +256,15 @@ static void child_stats(int fd, struct shunt_fd *e, void *arg)
 	if (!old)
 		return;
 	e->stat = shunt_stats_inherit(old);
-	if (e->conn && e->conn->stat == old)
-		e->conn->stat = e->stat;
+	struct shunt_conn *c = held(e);
+	if (c && c->stat == old)
+		c->stat = e->stat;
 }
 
 void shunt_conn_after_fork_child(void)
 {
 	shunt_stats_after_fork_child();
 	shunt_fd_foreach(SHUNT_FD_KERNEL, child_stats, NULL);
-	shunt_fd_foreach(SHUNT_FD_LISTEN, child_one, NULL);
 }
 
 static void exec_demote(int fd, struct shunt_fd *e, void *arg)
@@ -245,7 +283,29 @@ void shunt_conn_before_exec(void)
 		shunt_fd_foreach(SHUNT_FD_ACCEL, exec_demote, NULL);
 }
 
-int shunt_tcp_peek(struct shunt_conn *c, int *eof)
+struct foreach_arg {
+	const struct shunt_transport_ops *t;
+	void (*fn)(int fd, struct shunt_conn *c, void *arg);
+	void *arg;
+};
+
+static void foreach_one(int fd, struct shunt_fd *e, void *p)
+{
+	struct foreach_arg *a = p;
+	struct shunt_conn *c = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
+	if (shunt_fd_kind(e) == SHUNT_FD_ACCEL && c && c->ops->transport == a->t &&
+	    __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE) == fd)
+		a->fn(fd, c, a->arg);
+}
+
+void shunt_conn_foreach(const struct shunt_transport_ops *t,
+			void (*fn)(int fd, struct shunt_conn *c, void *arg), void *arg)
+{
+	struct foreach_arg a = {t, fn, arg};
+	shunt_fd_foreach(SHUNT_FD_ACCEL, foreach_one, &a);
+}
+
+int shunt_tcp_peek(struct shunt_conn *c)
 {
 	char b;
 	int fd = __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE);
@@ -255,10 +315,18 @@ int shunt_tcp_peek(struct shunt_conn *c, int *eof)
 	if (r > 0)
 		return 1;
 	if (r == 0) {
-		*eof = 1;
+		c->tcp_eof = 1;
 		return 0;
 	}
 	return errno == EAGAIN || errno == EINTR ? -2 : -1;
+}
+
+void shunt_conn_send_fin(struct shunt_conn *c)
+{
+	int fd = __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && __atomic_load_n(&c->fin_pending, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
+		REAL(shutdown)(fd, SHUT_WR);
 }
 
 ssize_t shunt_broken_pipe(int flags)

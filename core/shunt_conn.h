@@ -1,14 +1,24 @@
-/* The connection state machine: which path a TCP connection takes, and why.
+/* A connection on an accelerated path, and its life after the decision
+ * (shunt_decide.h).
  *
- *   socket()            -> TCP
- *   listen()            -> LISTEN           (transports may register it)
- *   connect()/accept()  -> decision:  ACCEL (a transport took it)
- *                                     KERNEL + reason
- *   demotion            -> ACCEL -> KERNEL + reason (bytes replayed over TCP)
- *   close()             -> UNKNOWN
+ *   ACCEL ---- demote: replay, then finish ----> KERNEL + reason
+ *     |                                            |
+ *     +------ last close: ops->close ---+----------+
+ *                                       v
+ *               last reference: ops->free (the object is recycled)
  *
  * The kernel TCP socket exists in every state and is what the application
- * holds; the decision only says who moves the bytes. */
+ * holds: a connection only says who moves the bytes.  Two kinds of
+ * connection stand behind an ACCEL fd entry: one on a transport
+ * (shunt_transport.h: shm, fabric) and a spill (shunt_spill.h: bytes read
+ * from a memfd, on no transport).  Both are a struct shunt_conn with its
+ * ops.
+ *
+ * Leaving an accelerated path, in one vocabulary:
+ *   demote  the whole move to TCP, whichever end starts it;
+ *   replay  resend over TCP the bytes the peer has not consumed;
+ *   finish  hand the fd numbers to the kernel path (shunt_conn_finish);
+ *   spill   keep unread bytes nobody is left to replay (shunt_spill.h). */
 #ifndef SHUNT_CONN_H
 #define SHUNT_CONN_H
 
@@ -18,27 +28,19 @@
 
 #include "shunt_core.h"
 #include "shunt_fdtab.h"
-#include "shunt_stats.h"
 #include "shunt_reason.h"
+#include "shunt_stats.h"
 
-/* A transport: shm and fabric each provide one of these, as libfabric
- * providers do.  The preload layer calls them only for fds whose entry is
- * SHUNT_FD_ACCEL (data path) or during the decision (control path).
- *
- * Decision hooks return SHUNT_R_NONE when the transport takes the
- * connection (having set e->conn), or a reason code explaining why not. */
-struct shunt_transport_ops {
-	const char *name;
-	enum shunt_transport id;
+struct shunt_conn;
+struct shunt_transport_ops;
 
-	/* Control path. */
-	void (*on_listen)(int fd, struct shunt_fd *e);
-	enum shunt_reason (*connect)(int fd, struct shunt_fd *e,
-				     const struct sockaddr *dst, socklen_t len);
-	enum shunt_reason (*accept)(int lfd, int fd, struct shunt_fd *e,
-				    const struct sockaddr *peer, socklen_t len);
-	/* This end took the kernel path: refuse whatever the peer offered. */
-	void (*decline)(int fd, const struct sockaddr *peer, socklen_t len);
+/* What a connection does.  The interposed calls use these only for fds
+ * whose entry is SHUNT_FD_ACCEL; a call holds a reference for its length
+ * (shunt_conn_get), so close() in another thread frees nothing under it. */
+struct shunt_conn_ops {
+	/* The transport the connection is on; NULL for a spill. */
+	const struct shunt_transport_ops *transport;
+
 	/* The last fd number referring to c in this process is closing (the
 	 * socket is still open): say goodbye to the peer.  Calls in flight in
 	 * other threads may go on; c->fd is -1 afterwards. */
@@ -47,35 +49,33 @@ struct shunt_transport_ops {
 	 * release everything.  The object itself must stay readable memory
 	 * (recycled, never unmapped): shunt_conn_get() may still touch it. */
 	void (*free)(struct shunt_conn *c);
-	/* Hand the connection back to TCP, nothing lost: on return this end
-	 * reads and writes the socket.  Then the caller calls
-	 * shunt_conn_finish(). */
+	/* Demote now, nothing lost: on return this end reads and writes the
+	 * socket; the caller then finishes.  NULL: nowhere to go (a spill,
+	 * whose bytes have no other home). */
 	void (*demote)(struct shunt_conn *c, enum shunt_reason why);
-	/* The process is about to fork with c open. */
+	/* The process is about to fork with c open (NULL: nothing to do). */
 	void (*fork)(struct shunt_conn *c);
-	/* In the child, just after fork. */
-	void (*child)(struct shunt_conn *c);
 
-	/* Data path: all read and write calls funnel into these two. */
+	/* Data: all read and write calls funnel into these two.  flags has
+	 * MSG_DONTWAIT when the call must not block (either cause). */
 	ssize_t (*recvmsg)(struct shunt_conn *c, struct msghdr *m, int flags);
 	ssize_t (*sendmsg)(struct shunt_conn *c, const struct msghdr *m, int flags);
-	/* 0: now shut the socket down too; 1: the transport will send the
-	 * FIN itself later; -1: error. */
+	/* 0: now shut the socket down too; 1: the FIN waits (bytes may still
+	 * have to be replayed before it, see shunt_conn_send_fin); -1: error. */
 	int (*shutdown)(struct shunt_conn *c, int how);
 	/* FIONREAD, SIOCOUTQ; -1/ENOTTY lets the kernel answer. */
 	int (*ioctl)(struct shunt_conn *c, unsigned long req, void *arg);
 
 	/* Readiness, for poll/select/epoll.  poll() answers from user space
-	 * without blocking.  To sleep, the caller arm()s (the transport
-	 * returns up to SHUNT_ARM_MAX kernel fds whose readiness means "ask
-	 * poll() again", and may shorten *timeout_ms), calls poll() once more
-	 * (the peer may have moved in between), sleeps in the kernel, then
-	 * disarm()s with the same events and the kernel's answer. */
+	 * without blocking; 0 after it finished the connection means "ask the
+	 * kernel".  To sleep, the caller arm()s (up to SHUNT_ARM_MAX kernel
+	 * fds whose readiness means "ask poll() again"; *timeout_ms may
+	 * shrink), calls poll() once more (the peer may have moved in
+	 * between), sleeps in the kernel, then disarm()s with the same events
+	 * and the kernel's answer (n = 0: none). */
 	short (*poll)(struct shunt_conn *c, short events);
-	int (*arm)(struct shunt_conn *c, short events, struct pollfd out[3],
-		   int *timeout_ms);
-	void (*disarm)(struct shunt_conn *c, short events, const struct pollfd *fds,
-		       int n);
+	int (*arm)(struct shunt_conn *c, short events, struct pollfd out[], int *timeout_ms);
+	void (*disarm)(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 	/* A counter that moves whenever bytes arrive or space frees: the
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
@@ -83,14 +83,14 @@ struct shunt_transport_ops {
 
 #define SHUNT_ARM_MAX 4
 
-/* The transport's per-connection object starts with this. */
+/* The first member of every connection object. */
 struct shunt_conn {
-	const struct shunt_transport_ops *ops;
+	const struct shunt_conn_ops *ops;
 	unsigned refs;     /* fd numbers + calls in flight + epoll items; atomic.
 			      At 0 the object is dead until recycled. */
 	unsigned fds;      /* fd numbers that refer to it (dup); atomic */
 	int fd;            /* one of those numbers: the TCP socket, for the
-			      transport's own kernel calls; -1 once all closed */
+			      connection's own kernel calls; -1 once all closed */
 	uint8_t finished;  /* demoted, or its last number closed: entries are
 			      KERNEL (or gone), resources kept until the last
 			      reference */
@@ -99,7 +99,20 @@ struct shunt_conn {
 	uint8_t reason;    /* why it was finished */
 	uint8_t nonblock;  /* O_NONBLOCK of the open file (all its numbers) */
 	struct shunt_stat_slot *stat; /* its counters (shunt_stats.h), or NULL */
+
+	/* State every transport keeps the same way, under its own lock. */
+	int tcp_hint;      /* the socket was seen readable: FIN, RST or
+			      replayed bytes may be waiting there */
+	int tcp_eof;       /* the socket has returned EOF: stop asking */
+	int rd_shut;       /* shutdown(SHUT_RD) here */
+	int fin_pending;   /* shutdown(SHUT_WR)'s FIN waits until this end is
+			      on TCP (atomic exchange) */
+	uint64_t offer_deadline; /* client, offered: give up at (ms) */
+	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
 };
+
+/* The transport's name, or "spill". */
+const char *shunt_conn_name(const struct shunt_conn *c);
 
 /* A counter of the connection's slot (see shunt_stat_add()). */
 #define SHUNT_STAT_ADD(conn, field, n)                                          \
@@ -135,51 +148,55 @@ static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
 	return c;
 }
 
-/* A write on a connection this end can no longer write to: SIGPIPE unless
- * MSG_NOSIGNAL, then -1/EPIPE, as the kernel does. */
-ssize_t shunt_broken_pipe(int flags);
-
-/* What c's TCP socket says, without consuming it: 1 bytes waiting, 0 EOF
- * (and *eof = 1), -1 an error (errno), -2 nothing yet or the number was
- * closed in another thread. */
-int shunt_tcp_peek(struct shunt_conn *c, int *eof);
-
-/* Drop a reference; the last one frees the transport's resources. */
+/* Drop a reference; the last one frees the connection (ops->free). */
 void shunt_conn_put(struct shunt_conn *c);
+/* Like shunt_conn_get() for a connection already held (an epoll item). */
+static inline void shunt_conn_hold(struct shunt_conn *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
 
-/* Decisions: called by the interposed calls after classifying the fd. */
-void shunt_conn_on_listen(int fd, struct shunt_fd *e);
-void shunt_conn_on_connect(int fd, struct shunt_fd *e,
-			   const struct sockaddr *dst, socklen_t len);
-void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
-			  const struct sockaddr *peer, socklen_t len);
-/* A decision is final (for connect, once the local address is bound): open
- * its counters and write the log=debug line. */
-void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
-			socklen_t plen);
+/* The fd number fd (of a KERNEL or ACCEL entry e) is closing. */
 void shunt_conn_on_close(int fd, struct shunt_fd *e);
 /* nfd is a new number for fd's socket (dup, dup2, F_DUPFD). */
 void shunt_conn_dup(int fd, int nfd);
-/* Before exec: demote what the new program would inherit. */
-void shunt_conn_before_exec(void);
+
 /* Demote one connection to the kernel path (exec, fdopen, sendfile...). */
 void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why);
-/* The transport has handed c back to TCP: every fd number referring to it
+/* Finish: c is on TCP at this end; every fd number referring to it
  * becomes KERNEL.  c itself lives on until its last close.  Idempotent. */
 void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why);
 /* Hand every fd number that refers to old to nw (which takes old's
  * counters), then let go of old as those numbers closing would. */
 void shunt_conn_replace(struct shunt_conn *old, struct shunt_conn *nw);
-/* Before fork: tell transports which connections become shared. */
+
+/* Before fork: connections that become shared are told (ops->fork). */
 void shunt_conn_before_fork(void);
-/* In the child after fork. */
+/* In the child after fork: counters move to the child's own file. */
 void shunt_conn_after_fork_child(void);
+/* Before exec: demote what the new program would inherit. */
+void shunt_conn_before_exec(void);
 
-/* Classify an fd shunt has not seen created (inherited, received by
- * SCM_RIGHTS, created while the guard was held): TCP, LISTEN or OTHER. */
-struct shunt_fd *shunt_conn_classify(int fd);
+/* exit(): c says goodbye as at its last close (ops->close, the close
+ * line); its numbers stay as they are. */
+void shunt_conn_close_at_exit(struct shunt_conn *c);
+/* Call fn for each open connection of transport t in this process (fd
+ * numbers that are the connection's own, c->fd). */
+void shunt_conn_foreach(const struct shunt_transport_ops *t,
+			void (*fn)(int fd, struct shunt_conn *c, void *arg), void *arg);
 
-/* Mark a freshly created TCP socket (socket(), accept()). */
-void shunt_conn_new_tcp(int fd, int nonblock);
+/* ---- helpers of the transports' data paths --------------------------------- */
+
+/* What c's TCP socket says, without consuming it: 1 bytes waiting, 0 EOF
+ * (c->tcp_eof is set), -1 an error (errno), -2 nothing yet or the number
+ * was closed in another thread. */
+int shunt_tcp_peek(struct shunt_conn *c);
+
+/* Send the FIN a shutdown(SHUT_WR) deferred, once (c is on TCP now). */
+void shunt_conn_send_fin(struct shunt_conn *c);
+
+/* A write on a connection this end can no longer write to: SIGPIPE unless
+ * MSG_NOSIGNAL, then -1/EPIPE, as the kernel does. */
+ssize_t shunt_broken_pipe(int flags);
 
 #endif

@@ -10,9 +10,14 @@
 
 #include <shunt/version.h>
 
+#include "shunt_conn.h"
+#include "shunt_listen.h"
 #include "shunt_log.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_spill.h"
+#include "shunt_stats.h"
+#include "shunt_transport.h"
 
 __thread int shunt_guard __attribute__((tls_model("initial-exec")));
 unsigned shunt_naccel;
@@ -132,4 +137,37 @@ __attribute__((constructor)) static void shunt_ctor(void)
 	const char *spill = env_at_start("SHUNT_SPILL");
 	if (spill)
 		shunt_spill_inherit(spill);
+}
+
+void shunt_before_fork(void)
+{
+	/* Both processes will hold every connection: transports keep what
+	 * the other may still need (wake socket names), or leave first. */
+	if (shunt_any_accel())
+		shunt_conn_before_fork();
+}
+
+void shunt_after_fork_child(void)
+{
+	__atomic_store_n(&shunt_self, getpid(), __ATOMIC_RELAXED);
+	shunt_conn_after_fork_child();
+	shunt_listen_after_fork_child();
+	shunt_fd_borrowed_after_fork();
+}
+
+/* exit() (not _exit, not a fatal signal, which skip it as they skip stdio
+ * buffers): listeners leave the registry (no new offers to a process on its
+ * way out), each transport says goodbye and removes its names, then the
+ * summary line.  An exit() from inside
+ * shunt's own code (a dependency's signal handler) leaves the transports
+ * alone: their locks may be held by this very thread. */
+__attribute__((destructor)) static void shunt_dtor(void)
+{
+	if (!__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED)) {
+		shunt_listen_at_exit();
+		for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
+			if ((*t)->at_exit)
+				(*t)->at_exit();
+	}
+	shunt_stats_summary();
 }

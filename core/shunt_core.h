@@ -13,6 +13,12 @@ static inline void shunt_cpu_relax(void)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
+/* fork(): connections that become shared are told; in the child, every
+ * process-wide part of shunt becomes the child's own (its pid, counters,
+ * listener registrations, a dependency's fds). */
+void shunt_before_fork(void);
+void shunt_after_fork_child(void);
+
 #endif
 }
 
@@ -60,5 +66,11 @@ static inline pid_t shunt_pid(void)
 	pid_t p = __atomic_load_n(&shunt_self, __ATOMIC_RELAXED);
 	return p ? p : getpid();
 }
+
+/* fork(): connections that become shared are told; in the child, every
+ * process-wide part of shunt becomes the child's own (its pid, counters,
+ * listener registrations, a dependency's fds). */
+void shunt_before_fork(void);
+void shunt_after_fork_child(void);
 
 #endif

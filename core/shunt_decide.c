@@ -1,25 +1,19 @@
-/* Decisions: which path a TCP connection takes, and why (shunt_conn.h).
- * The rule first, then each transport it allows, fastest first; the fd
- * entry says the outcome (ACCEL, or KERNEL with a reason). */
+/* Decisions (shunt_decide.h): the rule first, then each transport it
+ * allows, fastest first, as libfabric tries providers; the fd entry says
+ * the outcome (ACCEL, or KERNEL with a reason).  A connection no transport
+ * takes stays on the kernel path with the most telling reason one gave
+ * (no-transport when the rule allows none of them). */
+#include "shunt_decide.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 
 #include "shunt_conn.h"
+#include "shunt_listen.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
-
-/* Accelerated transports, fastest first, as libfabric lists providers.  A
- * connection no transport takes stays on the kernel path with the reason
- * the last one gave (no-transport when the rule allows none of them). */
-extern const struct shunt_transport_ops shm_ops;
-extern const struct shunt_transport_ops fab_ops;
-
-static const struct shunt_transport_ops *const transports[] = {
-	&shm_ops,
-	&fab_ops,
-	NULL,
-};
+#include "shunt_transport.h"
 
 static int allowed(enum shunt_transport rule, enum shunt_transport t)
 {
@@ -81,9 +75,10 @@ void shunt_conn_on_listen(int fd, struct shunt_fd *e)
 	shunt_first_decision();
 	if (!shunt_config()->enabled)
 		return;
-	for (const struct shunt_transport_ops *const *t = transports; *t; t++)
+	shunt_listen_register(fd, e);
+	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
 		if ((*t)->on_listen)
-			(*t)->on_listen(fd, e);
+			(*t)->on_listen(fd);
 }
 
 /* The decision shared by both ends: rule, then each allowed transport in
@@ -102,7 +97,7 @@ static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
 	if (rule == SHUNT_TP_KERNEL)
 		return SHUNT_R_RULE_KERNEL;
 	enum shunt_reason why = SHUNT_R_NO_TRANSPORT;
-	for (const struct shunt_transport_ops *const *t = transports; *t; t++) {
+	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++) {
 		if (!allowed(rule, (*t)->id))
 			continue;
 		enum shunt_reason r = try(*t, arg);
@@ -138,7 +133,8 @@ void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
 			socklen_t plen)
 {
 	int accel = shunt_fd_kind(e) == SHUNT_FD_ACCEL;
-	e->stat = shunt_stats_open(fd, e->role, accel ? (int)e->conn->ops->id : SHUNT_TP_KERNEL,
+	e->stat = shunt_stats_open(fd, e->role,
+				   accel ? (int)e->conn->ops->transport->id : SHUNT_TP_KERNEL,
 				   e->reason, peer, plen);
 	if (accel)
 		e->conn->stat = e->stat;
@@ -154,7 +150,7 @@ void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
 	shunt_log(SHUNT_LOG_DEBUG,
 		  "conn fd=%d role=%s local=%s peer=%s transport=%s reason=%s", fd,
 		  shunt_role_name((enum shunt_role)e->role), l, p,
-		  accel ? e->conn->ops->name : "kernel",
+		  accel ? shunt_conn_name(e->conn) : "kernel",
 		  accel ? "-" : shunt_reason_name(e->reason));
 }
 
@@ -200,7 +196,7 @@ void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 	if (why != SHUNT_R_NONE && why != SHUNT_R_DISABLED) {
 		/* A client may have offered and be waiting for an answer:
 		 * refuse explicitly so it moves to TCP now, not at a timeout. */
-		for (const struct shunt_transport_ops *const *t = transports; *t; t++)
+		for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
 			if ((*t)->decline)
 				(*t)->decline(fd, peer, len);
 	}

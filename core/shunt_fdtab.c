@@ -44,7 +44,7 @@ static void clear(struct shunt_fd *e)
 	e->role = 0;
 	e->reason = 0;
 	e->flags = 0;
-	e->conn = NULL;
+	e->conn = NULL; /* and listener */
 	e->stat = NULL;
 	e->owner = NULL;
 }

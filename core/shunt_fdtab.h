@@ -30,6 +30,7 @@ enum shunt_fd_kind {
 };
 
 struct shunt_conn;
+struct shunt_listener;
 struct shunt_stat_slot;
 
 struct shunt_fd {
@@ -38,11 +39,16 @@ struct shunt_fd {
 	uint8_t reason;    /* enum shunt_reason, for SHUNT_FD_KERNEL */
 	uint8_t flags;     /* SHUNT_FDF_* */
 	uint32_t pad;
-	struct shunt_conn *conn; /* transport state, for SHUNT_FD_ACCEL */
+	union {
+		struct shunt_conn *conn;         /* ACCEL; KERNEL after a demotion,
+						    until the last close */
+		struct shunt_listener *listener; /* LISTEN, when registered */
+	};
 	struct shunt_stat_slot *stat; /* counters of the connection decided on
 					 this number (not copied by dup) */
 	int *owner;        /* SHUNT_FD_INTERNAL: where shunt keeps the number */
 };
+_Static_assert(sizeof(struct shunt_fd) == 32, "an fd entry is 32 bytes");
 
 #define SHUNT_FDF_NONBLOCK 0x01
 /* An epoll fd (epoll_create*): nested epoll needs to know one when it is

@@ -11,13 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shunt_core.h"
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
-#include "shm/shm_internal.h"
 #include "shunt_regname.h"
+#include "shunt_rundir_layout.h"
 #include "shunt_tuple.h"
 
-unsigned long shm_netns(void)
+unsigned long shunt_netns(void)
 {
 	static unsigned long ino;
 	if (!ino) {
@@ -30,13 +31,12 @@ unsigned long shm_netns(void)
 
 static void entry_name(char *buf, size_t len, const uint8_t a[16], unsigned port)
 {
-	shm_regname_format(buf, len, shm_netns(), a, port);
+	shunt_regname_format(buf, len, shunt_netns(), a, port);
 }
 
 static int entry_path(char *buf, size_t len, const char *rundir, const char *name)
 {
-	int n = snprintf(buf, len, "%s/l/%s", rundir, name);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	return shunt_rundir_path(buf, len, rundir, SHUNT_ROOM_LISTEN, "%s", name);
 }
 
 /* A registry shared by a group (shm_group: l/ is setgid and group-writable)
@@ -44,9 +44,10 @@ static int entry_path(char *buf, size_t len, const char *rundir, const char *nam
  * directory, so shuntd, which reads the same registry, needs no config. */
 static void share_like_dir(int fd, const char *rundir)
 {
-	char dir[SHM_PATH_MAX];
+	char dir[SHUNT_PATH_MAX];
 	struct stat st;
-	if (snprintf(dir, sizeof dir, "%s/l", rundir) < (int)sizeof dir && stat(dir, &st) == 0 &&
+	if (shunt_rundir_path(dir, sizeof dir, rundir, SHUNT_ROOM_LISTEN, NULL) == 0 &&
+	    stat(dir, &st) == 0 &&
 	    (st.st_mode & (S_ISGID | 0020)) == (S_ISGID | 0020))
 		fchmod(fd, 0660);
 }
@@ -56,11 +57,11 @@ static void share_like_dir(int fd, const char *rundir)
  * lock on an unlinked entry. */
 static int hold(const char *rundir, const char *name, int *owner)
 {
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
-		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, SHM_FILE_MODE);
+		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, SHUNT_FILE_MODE);
 		if (fd < 0)
 			return -1;
 		share_like_dir(fd, rundir);
@@ -73,10 +74,10 @@ static int hold(const char *rundir, const char *name, int *owner)
 	return -1;
 }
 
-static void add(const char *rundir, struct shm_listener *l, const uint8_t a[16],
+static void add(const char *rundir, struct shunt_registration *l, const uint8_t a[16],
 		unsigned port)
 {
-	if (l->nlocks == SHM_REG_MAX_LOCKS)
+	if (l->nlocks == SHUNT_REG_MAX_NAMES)
 		return;
 	char *name = l->names[l->nlocks];
 	entry_name(name, sizeof l->names[0], a, port);
@@ -87,7 +88,7 @@ static void add(const char *rundir, struct shm_listener *l, const uint8_t a[16],
 		l->nlocks++;
 }
 
-int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
+int shunt_registry_add(const char *rundir, int fd, struct shunt_registration *l)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
@@ -123,7 +124,7 @@ int shm_registry_add(const char *rundir, int fd, struct shm_listener *l)
 	return l->nlocks ? 0 : -1;
 }
 
-void shm_registry_reown(const char *rundir, struct shm_listener *l)
+void shunt_registry_reown(const char *rundir, struct shunt_registration *l)
 {
 	for (int i = 0; i < l->nlocks; i++) {
 		int old = l->locks[i];
@@ -132,13 +133,13 @@ void shm_registry_reown(const char *rundir, struct shm_listener *l)
 	}
 }
 
-void shm_registry_remove(const char *rundir, struct shm_listener *l)
+void shunt_registry_remove(const char *rundir, struct shunt_registration *l)
 {
 	for (int i = 0; i < l->nlocks; i++) {
 		/* Remove the name only when no other process still listens
 		 * there (LOCK_EX succeeds once our shared lock is the last). */
 		if (flock(l->locks[i], LOCK_EX | LOCK_NB) == 0) {
-			char path[SHM_PATH_MAX];
+			char path[SHUNT_PATH_MAX];
 			if (!entry_path(path, sizeof path, rundir, l->names[i]))
 				unlink(path);
 		}
@@ -149,7 +150,7 @@ void shm_registry_remove(const char *rundir, struct shm_listener *l)
 
 static int live(const char *rundir, const char *name, unsigned *uid)
 {
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
 		return 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -210,7 +211,7 @@ static int cached_live(const uint8_t a[16], uint16_t port)
 static void cache_live(const char *rundir, const char *name, const uint8_t a[16],
 		       uint16_t port)
 {
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
 		return;
 	int fd = shunt_fd_own(open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), NULL);
@@ -227,11 +228,11 @@ static void cache_live(const char *rundir, const char *name, const uint8_t a[16]
 	pthread_mutex_unlock(&reg_mu);
 }
 
-int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
+int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst)
 {
 	uint8_t a[16];
 	uint16_t port;
-	char name[SHM_REGNAME_MAX];
+	char name[SHUNT_REGNAME_MAX];
 	if (shunt_addr16(dst, a, &port) < 0)
 		return 0;
 	if (cached_live(a, port))
@@ -248,11 +249,11 @@ int shm_registry_lookup(const char *rundir, const struct sockaddr *dst)
 	return 1;
 }
 
-int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid)
+int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid)
 {
 	uint8_t a[16];
 	uint16_t port;
-	char name[SHM_REGNAME_MAX];
+	char name[SHUNT_REGNAME_MAX];
 	if (shunt_addr16(dst, a, &port) < 0)
 		return 0;
 	entry_name(name, sizeof name, a, port);

@@ -11,39 +11,39 @@
  * on the host, so "g-<addr>-<port>" and clients in other namespaces sharing
  * the rundir find them too.  A wildcard listener registers "n<ns>-any-<port>"
  * and a "g-" name for every non-loopback address of its namespace. */
-#ifndef SHM_REGISTRY_H
-#define SHM_REGISTRY_H
+#ifndef SHUNT_REGISTRY_H
+#define SHUNT_REGISTRY_H
 
 #include <sys/socket.h>
 
-#define SHM_REG_MAX_LOCKS 32
+#define SHUNT_REG_MAX_NAMES 32
 
-struct shm_listener {
+struct shunt_registration {
 	int nlocks;
-	int locks[SHM_REG_MAX_LOCKS];
-	char names[SHM_REG_MAX_LOCKS][80];
+	int locks[SHUNT_REG_MAX_NAMES];
+	char names[SHUNT_REG_MAX_NAMES][80];
 };
 
 /* Register the listening socket fd.  Returns 0 with l filled, -1 if nothing
  * could be registered. */
-int shm_registry_add(const char *rundir, int fd, struct shm_listener *l);
+int shunt_registry_add(const char *rundir, int fd, struct shunt_registration *l);
 
 /* After fork, in the child: hold the entries through open files of our
  * own.  The inherited ones are shared with the parent, and a lock taken
  * through a shared open file cannot tell the two apart (a child closing
  * its copy would unregister a listener the parent still has). */
-void shm_registry_reown(const char *rundir, struct shm_listener *l);
+void shunt_registry_reown(const char *rundir, struct shunt_registration *l);
 
 /* Release l's locks; entries no other process holds are removed. */
-void shm_registry_remove(const char *rundir, struct shm_listener *l);
+void shunt_registry_remove(const char *rundir, struct shunt_registration *l);
 
 /* 1 when a live shunt listener is registered for dst, else 0. */
-int shm_registry_lookup(const char *rundir, const struct sockaddr *dst);
+int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst);
 /* The same, with *uid (may be NULL) the owner of the live entry: the uid
  * of the listening process (for shuntd, which files offers for it). */
-int shm_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid);
+int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid);
 
 /* Inode of this process's network namespace (0 if unknown). */
-unsigned long shm_netns(void);
+unsigned long shunt_netns(void);
 
 #endif

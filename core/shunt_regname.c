@@ -16,7 +16,7 @@ static void hex16(const uint8_t a[16], char out[33])
 	out[32] = 0;
 }
 
-void shm_regname_format(char *buf, size_t len, unsigned long netns, const uint8_t a[16],
+void shunt_regname_format(char *buf, size_t len, unsigned long netns, const uint8_t a[16],
 			unsigned port)
 {
 	char h[33];
@@ -51,7 +51,7 @@ static int decimal(const char *s, const char *end, unsigned long max, unsigned l
 	return 0;
 }
 
-int shm_regname_parse(const char *name, struct shm_regname *out)
+int shunt_regname_parse(const char *name, struct shunt_regname *out)
 {
 	memset(out, 0, sizeof(*out));
 	const char *p, *dash;

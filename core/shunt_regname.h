@@ -7,15 +7,15 @@
  *   g-<32 hex>-<port>                any other address, host-wide
  *
  * The address is 16 bytes, IPv4 as IPv4-mapped IPv6 (shunt_addr16). */
-#ifndef SHM_REGNAME_H
-#define SHM_REGNAME_H
+#ifndef SHUNT_REGNAME_H
+#define SHUNT_REGNAME_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHM_REGNAME_MAX 80
+#define SHUNT_REGNAME_MAX 80
 
-struct shm_regname {
+struct shunt_regname {
 	int host_wide;          /* a "g-" name */
 	unsigned long netns;    /* the namespace of an "n" name */
 	int any;                /* the wildcard address (addr is zero) */
@@ -24,11 +24,11 @@ struct shm_regname {
 };
 
 /* The entry name of a listener on a:port in namespace netns. */
-void shm_regname_format(char *buf, size_t len, unsigned long netns, const uint8_t a[16],
+void shunt_regname_format(char *buf, size_t len, unsigned long netns, const uint8_t a[16],
 			unsigned port);
 
 /* 0 with *out filled when name is an entry name, else -1 (temporary and
  * foreign files in l/ are not). */
-int shm_regname_parse(const char *name, struct shm_regname *out);
+int shunt_regname_parse(const char *name, struct shunt_regname *out);
 
 #endif

@@ -57,11 +57,10 @@ static int try_rundir(const char *dir)
 	char sub[SHUNT_PATH_MAX + 4];
 	if (strlen(dir) > SHUNT_RUNDIR_MAX || own_dir(dir) < 0)
 		return -1;
-	for (const char *d = SHUNT_RUNDIR_SUBDIRS; *d; d++) {
-		snprintf(sub, sizeof sub, "%s/%c", dir, *d);
-		if (own_dir(sub) < 0)
+	for (int r = 0; r < SHUNT_ROOM_COUNT; r++)
+		if (shunt_room_made_by_library(r) &&
+		    (shunt_rundir_path(sub, sizeof sub, dir, r, NULL) < 0 || own_dir(sub) < 0))
 			return -1;
-	}
 	snprintf(rundir, sizeof rundir, "%s", dir);
 	return 0;
 }

@@ -2,9 +2,10 @@
 #ifndef SHUNT_RUNDIR_H
 #define SHUNT_RUNDIR_H
 
-#include "config/shunt_rundir_path.h" /* the location rules, shared with the tools */
+#include <sys/types.h>
 
-#define SHUNT_PATH_MAX 256
+#include "config/shunt_rundir_path.h" /* the location rules, shared with the tools */
+#include "shunt_rundir_layout.h"            /* what is in it */
 
 /* <rundir>, resolved once: configured, else /run/shunt on tmpfs (root),
  * else /dev/shm/shunt-$UID, else /tmp/shunt-$UID.  NULL if none is usable:

@@ -69,7 +69,7 @@ static uint64_t avail(struct spill_conn *c)
 
 /* ---- objects: recycled, never freed (shunt_conn_get may read a dead one) -- */
 
-extern const struct shunt_transport_ops spill_ops;
+static const struct shunt_conn_ops spill_ops;
 static struct spill_conn *pool;
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -185,7 +185,7 @@ static short sp_poll(struct shunt_conn *b, short events)
 
 /* Only asked when poll() found nothing, i.e. the bytes are gone: the
  * socket is what to wait for. */
-static int sp_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeout_ms)
+static int sp_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeout_ms)
 {
 	(void)timeout_ms;
 	out[0] = (struct pollfd){__atomic_load_n(&b->fd, __ATOMIC_ACQUIRE),
@@ -218,12 +218,11 @@ static void sp_free(struct shunt_conn *b)
 	SHUNT_GUARD_LEAVE();
 }
 
-/* Nothing to do at fork: the mapping is shared and the memfd inherited.
- * No demote: the bytes have nowhere else to go (an exec passes them on,
- * see shunt_spill_exec_env). */
-const struct shunt_transport_ops spill_ops = {
-	.name = "spill",
-	.id = SHUNT_TP_KERNEL,
+/* On no transport.  Nothing to do at fork: the mapping is shared and the
+ * memfd inherited.  No demote: the bytes have nowhere else to go (an exec
+ * passes them on, see shunt_spill_exec_env). */
+static const struct shunt_conn_ops spill_ops = {
+	.transport = NULL,
 	.close = sp_close,
 	.free = sp_free,
 	.recvmsg = sp_recvmsg,
@@ -295,7 +294,7 @@ void shunt_spill_install(struct shunt_conn *old, struct shunt_conn *sp)
 	/* The stats slot now counts what the application reads from here; it
 	 * is on the kernel path as far as anyone watching is concerned. */
 	shunt_stats_demoted(old->stat, why);
-	SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", old->fd, old->ops->name,
+	SHUNT_INFO("moved fd=%d from=%s transport=kernel reason=%s", old->fd, shunt_conn_name(old),
 		   shunt_reason_name(why));
 	SHUNT_DEBUG("fd=%d: %llu unread bytes kept for the application",
 		    old->fd, (unsigned long long)c->h->len);

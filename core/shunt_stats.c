@@ -41,7 +41,8 @@ static uint64_t realtime_ns(void)
 static void sweep(const char *rd)
 {
 	char dir[SHUNT_PATH_MAX], path[SHUNT_PATH_MAX];
-	snprintf(dir, sizeof dir, "%s/s", rd);
+	if (shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_STATS, NULL) < 0)
+		return;
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
@@ -80,7 +81,7 @@ static struct shunt_stats_file *mine(void)
 	const char *rd = shunt_rundir();
 	struct shunt_stats_file *f = MAP_FAILED;
 	char path[SHUNT_PATH_MAX];
-	if (rd && snprintf(path, sizeof path, "%s/s/%d", rd, (int)pid) < (int)sizeof path) {
+	if (rd && shunt_rundir_path(path, sizeof path, rd, SHUNT_ROOM_STATS, "%d", (int)pid) == 0) {
 		SHUNT_GUARD_ENTER();
 		unlink(path); /* left by a dead process with our pid */
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -264,11 +265,10 @@ struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *p)
 	return s;
 }
 
-/* At exit, with log=info: one line with what this program image did.  Only
- * the process that owns the file prints it: a child after fork has a file
- * of its own (or none, and prints nothing), an exec'd program starts from
- * zero with the library loaded anew; so no total is printed twice. */
-__attribute__((destructor)) static void shunt_stats_summary(void)
+/* Only the process that owns the file prints it: a child after fork has a
+ * file of its own (or none, and prints nothing), an exec'd program starts
+ * from zero with the library loaded anew; so no total is printed twice. */
+void shunt_stats_summary(void)
 {
 	struct shunt_stats_file *f = file;
 	if (__atomic_load_n(&file_state, __ATOMIC_ACQUIRE) <= 0 || !f ||

@@ -81,6 +81,8 @@ void shunt_stats_demoted(struct shunt_stat_slot *s, int reason);
 /* In a child after fork: the parent's file and its lock stay the parent's;
  * the child gets its own file when it needs one. */
 void shunt_stats_after_fork_child(void);
+/* At exit, with log=info: one line with what this program image did. */
+void shunt_stats_summary(void);
 /* A connection inherited from the parent: a slot in this process's file with
  * the same identity and counters from zero (the parent keeps its slot). */
 struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *parent);

@@ -85,7 +85,7 @@ static int conn_ready(void *p)
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 {
-	const struct shunt_transport_ops *ops = c->ops;
+	const struct shunt_conn_ops *ops = c->ops;
 	struct conn_spin a = {c, ev};
 	/* Not asked again after a spin that saw it ready: for a transport
 	 * whose readiness test calls into a provider, that is a system call
@@ -142,4 +142,17 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 		}
 		return 0;
 	}
+}
+
+int shunt_conn_block(struct shunt_conn *c, short ev, int flags, size_t done, uint64_t *deadline,
+		     ssize_t *ret)
+{
+	int stop = (flags & MSG_DONTWAIT) || __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED);
+	if (stop && !done)
+		errno = EAGAIN;
+	if (!stop && shunt_conn_wait(c, ev, ev == POLLOUT ? SO_SNDTIMEO : SO_RCVTIMEO,
+				     deadline) == 0)
+		return 0;
+	*ret = done ? (ssize_t)done : -1;
+	return 1;
 }

@@ -5,7 +5,9 @@
 #ifndef SHUNT_WAIT_H
 #define SHUNT_WAIT_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct shunt_conn;
 
@@ -19,5 +21,12 @@ int shunt_spin_accel(int (*ready)(void *), void *arg);
  * errno EAGAIN (the timeout passed) or EINTR (a handler without
  * SA_RESTART ran). */
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline);
+
+/* A data call on c that found nothing to move (done bytes moved so far):
+ * 1 with *ret when it returns now (MSG_DONTWAIT or O_NONBLOCK, the socket's
+ * timeout, a signal), 0 when it waited and must look again.  ev is POLLIN
+ * for a read, POLLOUT for a write. */
+int shunt_conn_block(struct shunt_conn *c, short ev, int flags, size_t done, uint64_t *deadline,
+		     ssize_t *ret);
 
 #endif

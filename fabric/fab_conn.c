@@ -56,7 +56,7 @@ struct fab_conn *fab_conn_new(int client)
 		memset((char *)c + sizeof c->base.ops, 0, sizeof *c - sizeof c->base.ops);
 	if (!c)
 		return NULL;
-	c->base.ops = &fab_ops;
+	c->base.ops = &fab_conn_ops;
 	c->client = client;
 	c->pid = getpid();
 	c->wait_fd = -1;
@@ -314,11 +314,11 @@ static void fab_close(struct shunt_conn *base)
 		/* Say goodbye after the last bytes, and wait until they are in
 		 * the peer's memory: nothing of ours survives our exit. */
 		fab_progress_locked(c);
-		uint64_t end = fab_now_ms() + 2000;
+		uint64_t end = shunt_now_ms() + 2000;
 		if (exit_deadline && end > exit_deadline)
 			end = exit_deadline;
 		while (c->tx_posted != c->tx_head && !c->got_demote && !c->failed &&
-		       fab_now_ms() < end) {
+		       shunt_now_ms() < end) {
 			fab_flush(c);
 			fab_progress_locked(c);
 		}
@@ -326,9 +326,9 @@ static void fab_close(struct shunt_conn *base)
 			fab_switch_locked(c, c->got_demote ? SHUNT_R_PEER_DEMOTED
 							   : SHUNT_R_PROVIDER_ERROR);
 		} else if (fab_post_imm(c, FAB_IMM_CLOSE, c->tx_head) == 0) {
-			c->fin_pending = 0;
+			c->base.fin_pending = 0;
 			struct fid *cqf = &c->cq->fid;
-			for (unsigned spins = 0; c->tx_inflight && !c->failed && fab_now_ms() < end; spins++) {
+			for (unsigned spins = 0; c->tx_inflight && !c->failed && shunt_now_ms() < end; spins++) {
 				if (fab_progress_locked(c) || spins < 64)
 					continue;
 				/* Sleep on the CQ's fd: the peer's provider needs a core to answer. */
@@ -348,10 +348,6 @@ static void fab_close(struct shunt_conn *base)
 	}
 	fab_unlock(c);
 	fab_send_fin(c);
-	if (shunt_log_on(SHUNT_LOG_DEBUG))
-		shunt_log(SHUNT_LOG_DEBUG, "fabric close fd=%d bytes_in=%llu bytes_out=%llu",
-			  c->base.fd, (unsigned long long)c->bytes_in,
-			  (unsigned long long)c->bytes_out);
 	__atomic_store_n(&c->base.fd, -1, __ATOMIC_RELEASE);
 	SHUNT_GUARD_LEAVE();
 }
@@ -361,37 +357,32 @@ static void fab_close(struct shunt_conn *base)
  * it, where the kernel would have kept sending them.  Say goodbye to every
  * connection it owns here.  (_exit and signals skip this, as they skip
  * stdio buffers.) */
-static void exit_one(int fd, struct shunt_fd *e, void *arg)
+static void exit_one(int fd, struct shunt_conn *c, void *arg)
 {
-	(void)fd;
 	(void)arg;
-	struct shunt_conn *c = e->conn;
-	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || !c || c->ops != &fab_ops ||
-	    !fab_is_owner(((struct fab_conn *)c)->pid) ||
-	    __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE) != fd)
+	struct fab_conn *fc = (struct fab_conn *)c;
+	if (!fab_is_owner(fc->pid))
 		return;
 	/* exit() from a signal handler (libinfinipath, loaded with libfabric,
 	 * exits on SIGTERM) may have interrupted this very thread inside the
 	 * connection's lock: never wait for it for good. */
-	struct fab_conn *fc = (struct fab_conn *)c;
-	uint64_t end = fab_now_ms() + 50;
+	uint64_t end = shunt_now_ms() + 50;
 	while (__atomic_exchange_n(&fc->lock, 1, __ATOMIC_ACQUIRE)) {
-		if (fab_now_ms() >= end) {
+		if (shunt_now_ms() >= end) {
 			SHUNT_WARN("fabric: fd=%d busy at exit: closed without a goodbye", fd);
 			return;
 		}
 		sched_yield();
 	}
 	fab_unlock(fc);
-	fab_close(c);
-	__atomic_store_n(&c->fd, fd, __ATOMIC_RELEASE);
+	shunt_conn_close_at_exit(c);
 }
 
-__attribute__((destructor)) static void fab_at_exit(void)
+void fab_at_exit(void)
 {
-	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) == 0 && shunt_any_accel()) {
-		exit_deadline = fab_now_ms() + 2000;
-		shunt_fd_foreach(SHUNT_FD_ACCEL, exit_one, NULL);
+	if (shunt_any_accel()) {
+		exit_deadline = shunt_now_ms() + 2000;
+		shunt_conn_foreach(&shunt_transport_fabric, exit_one, NULL);
 	}
 }
 
@@ -402,13 +393,8 @@ static void fab_free(struct shunt_conn *base)
 	SHUNT_GUARD_LEAVE();
 }
 
-const struct shunt_transport_ops fab_ops = {
-	.name = "fabric",
-	.id = SHUNT_TP_FABRIC,
-	.on_listen = fab_on_listen,
-	.connect = fab_connect,
-	.accept = fab_accept,
-	.decline = fab_decline,
+const struct shunt_conn_ops fab_conn_ops = {
+	.transport = &shunt_transport_fabric,
 	.close = fab_close,
 	.free = fab_free,
 	.demote = fab_demote,

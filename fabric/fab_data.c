@@ -30,6 +30,7 @@
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
+#include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 
 #define MAX_IOV 1024
@@ -302,9 +303,7 @@ static int check_moves(struct fab_conn *c)
 		return 1;
 	}
 	if (st == FAB_OFFERED && c->client) {
-		int t = c->tcp_hint || c->tcp_eof ? fab_tcp_peek(c) : -2;
-		c->tcp_hint = 0;
-		if (t != -2 || fab_now_ms() >= c->deadline) {
+		if (shunt_offer_over(&c->base)) {
 			fab_give_up_locked(c);
 			fab_send_fin(c);
 			return state_of(c) != FAB_OFFERED;
@@ -430,7 +429,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	m->msg_controllen = 0;
 	if (m->msg_name)
 		m->msg_namelen = 0;
-	if (total == 0 || c->rd_shut)
+	if (total == 0 || c->base.rd_shut)
 		return 0;
 	for (;;) {
 		fab_lock(c);
@@ -453,7 +452,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 					m->msg_iov, m->msg_iovlen, done);
 			if (!peek) {
 				c->rx_consumed += n;
-				c->bytes_in += n;
+				c->base.bytes_in += n;
 				maybe_credit(c);
 			}
 		}
@@ -464,14 +463,14 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			 * peer resends from there); its EOF or error counts
 			 * only once the peer has answered: before that it is
 			 * a death, which the exchange sorts out. */
-			int t = fab_tcp_peek(c);
+			int t = shunt_tcp_peek(&c->base);
 			sock = t == 1 || ((t == 0 || t == -1) && c->got_demote);
 		}
-		if (st == FAB_UP && !n && !eof && (c->tcp_hint || c->tcp_eof)) {
+		if (st == FAB_UP && !n && !eof && (c->base.tcp_hint || c->base.tcp_eof)) {
 			/* The socket spoke while the fabric is up: FIN or RST of
 			 * a peer that died without its CLOSE. */
-			int t = fab_tcp_peek(c);
-			c->tcp_hint = 0;
+			int t = shunt_tcp_peek(&c->base);
+			c->base.tcp_hint = 0;
 			if (t == 0 || t == -1) {
 				fab_switch_locked(c, SHUNT_R_PEER_DEMOTED);
 				dead = 1;
@@ -507,14 +506,9 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		}
 		if (done && !all)
 			return (ssize_t)done;
-		if ((flags & MSG_DONTWAIT) || c->base.nonblock) {
-			if (done)
-				return (ssize_t)done;
-			errno = EAGAIN;
-			return -1;
-		}
-		if (shunt_conn_wait(&c->base, POLLIN, SO_RCVTIMEO, &deadline) < 0)
-			return done ? (ssize_t)done : -1;
+		ssize_t ret;
+		if (shunt_conn_block(&c->base, POLLIN, flags, done, &deadline, &ret))
+			return ret;
 	}
 }
 
@@ -568,7 +562,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (n) {
 			n = iov_to_ring(c, n, m->msg_iov, m->msg_iovlen, done);
 			c->tx_head += n;
-			c->bytes_out += n;
+			c->base.bytes_out += n;
 			if (st == FAB_DEMOTING)
 				fab_demote_step(c); /* resent once the peer answers */
 			else
@@ -583,14 +577,9 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 				return (ssize_t)done;
 			continue;
 		}
-		if ((flags & MSG_DONTWAIT) || c->base.nonblock) {
-			if (done)
-				return (ssize_t)done;
-			errno = EAGAIN;
-			return -1;
-		}
-		if (shunt_conn_wait(&c->base, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
-			return done ? (ssize_t)done : -1;
+		ssize_t ret;
+		if (shunt_conn_block(&c->base, POLLOUT, flags, done, &deadline, &ret))
+			return ret;
 	}
 }
 
@@ -605,12 +594,12 @@ int fab_shutdown(struct shunt_conn *b, int how)
 	if ((how == SHUT_WR || how == SHUT_RDWR) && st != FAB_SWITCHED && st != FAB_BROKEN &&
 	    !c->shut_wr) {
 		c->shut_wr = 1;
-		c->fin_pending = 1;
+		c->base.fin_pending = 1;
 		deferred = 1;
 		fab_flush(c);
 	}
 	if (how == SHUT_RD || how == SHUT_RDWR)
-		c->rd_shut = 1;
+		c->base.rd_shut = 1;
 	fab_unlock(c);
 	return deferred;
 }
@@ -683,15 +672,15 @@ short fab_poll(struct shunt_conn *b, short events)
 	}
 	if (c->rx_arrived > c->rx_consumed)
 		r |= POLLIN | POLLRDNORM;
-	if ((c->peer_shut && c->rx_consumed >= c->peer_shut_at) || c->rd_shut)
+	if ((c->peer_shut && c->rx_consumed >= c->peer_shut_at) || c->base.rd_shut)
 		r |= POLLIN | POLLRDNORM | POLLRDHUP;
-	if (st == FAB_UP && !(r & POLLIN) && (c->tcp_hint || c->tcp_eof)) {
+	if (st == FAB_UP && !(r & POLLIN) && (c->base.tcp_hint || c->base.tcp_eof)) {
 		/* A dead peer: the read finds out and switches. */
-		int t = fab_tcp_peek(c);
+		int t = shunt_tcp_peek(&c->base);
 		if (t == 0 || t == -1)
 			r |= POLLIN | POLLRDNORM;
 		else
-			c->tcp_hint = 0;
+			c->base.tcp_hint = 0;
 	}
 	if (c->tx_head - c->tx_acked < c->ring && !c->shut_wr)
 		r |= POLLOUT | POLLWRNORM;
@@ -700,7 +689,7 @@ short fab_poll(struct shunt_conn *b, short events)
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
 
-int fab_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeout_ms)
+int fab_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeout_ms)
 {
 	struct fab_conn *c = (struct fab_conn *)b;
 	(void)events;
@@ -729,7 +718,7 @@ int fab_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeo
 		out[n++] = (struct pollfd){c->wait_fd, POLLIN, 0};
 	}
 	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	short tev = (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP);
+	short tev = (short)(c->base.tcp_eof ? 0 : POLLIN | POLLRDHUP);
 	if (st == FAB_SWITCHED)
 		tev |= (short)(events & (POLLOUT | POLLWRNORM));
 	if (st == FAB_DEMOTING && c->got_demote && c->tx_acked < c->tx_head)
@@ -741,12 +730,11 @@ int fab_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeo
 	if (st == FAB_OFFERED || st == FAB_ACCEPTING) {
 		/* The passive thread kicks us when the connection is up; the
 		 * offer's deadline is ours to watch. */
-		uint64_t now = fab_now_ms();
-		limit = c->deadline > now ? (int)(c->deadline - now) : 0;
+		limit = shunt_offer_ms_left(&c->base);
 		if (st == FAB_ACCEPTING && limit < 10)
 			limit = 10;
 	}
-	if (c->tcp_eof && (limit < 0 || limit > 100))
+	if (c->base.tcp_eof && (limit < 0 || limit > 100))
 		limit = 100;
 	/* A second sleeper of a role may miss a kick the first one drained. */
 	if ((__atomic_load_n(&c->waiters[FAB_RX], __ATOMIC_RELAXED) > 1 ||
@@ -770,7 +758,7 @@ void fab_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, in
 		if (!fds[i].revents)
 			continue;
 		if (fds[i].fd == fd) {
-			c->tcp_hint = 1;
+			c->base.tcp_hint = 1;
 			continue;
 		}
 		for (int r = 0; r < 2; r++) {

@@ -42,11 +42,6 @@ static inline int state_of(struct fab_conn *c)
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 }
 
-int fab_tcp_peek(struct fab_conn *c)
-{
-	return shunt_tcp_peek(&c->base, &c->tcp_eof);
-}
-
 /* While our resend waits for room, the peer may be resending too and be
  * waiting for us to read: take what the socket holds into the rx ring,
  * behind what is left to deliver there.  The ring is free: the freeze
@@ -93,7 +88,7 @@ static int push_replay(struct fab_conn *c)
 		if (r > 0) {
 			c->tx_acked += (uint64_t)r;
 			/* The kernel path counts them again where they go. */
-			c->bytes_out -= (uint64_t)r;
+			c->base.bytes_out -= (uint64_t)r;
 			SHUNT_STAT_ADD(&c->base, bytes_out, -(uint64_t)r);
 			continue;
 		}
@@ -110,10 +105,8 @@ static int push_replay(struct fab_conn *c)
 
 void fab_send_fin(struct fab_conn *c)
 {
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (fd >= 0 && state_of(c) == FAB_SWITCHED &&
-	    __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
-		REAL(shutdown)(fd, SHUT_WR);
+	if (state_of(c) == FAB_SWITCHED)
+		shunt_conn_send_fin(&c->base);
 }
 
 /* Sleep until the CQ or the socket has something, at most ms. */
@@ -128,7 +121,7 @@ static void nap(struct fab_conn *c, int ms)
 	else if (c->cq && c->wait_fd >= 0)
 		return;
 	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	short ev = (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP);
+	short ev = (short)(c->base.tcp_eof ? 0 : POLLIN | POLLRDHUP);
 	if (c->got_demote && c->tx_acked < c->tx_head)
 		ev |= POLLOUT;
 	if (fd >= 0 && ev)
@@ -236,7 +229,7 @@ void fab_demote_begin(struct fab_conn *c, int why)
 	 * consumption). */
 	c->rx_limit = c->rx_consumed;
 	c->sent_demote = 1;
-	uint64_t now = fab_now_ms();
+	uint64_t now = shunt_now_ms();
 	c->demote_end = now + DEMOTE_WAIT_MS;
 	/* A fabric known dead cannot carry our DEMOTE: relay at once. */
 	c->relay_at = c->dead || c->failed == 2 ? now : now + RELAY_AFTER_MS;
@@ -254,13 +247,13 @@ int fab_demote_step(struct fab_conn *c)
 	if (state_of(c) != FAB_DEMOTING)
 		return 0;
 	fab_progress_locked(c);
-	uint64_t now = fab_now_ms();
+	uint64_t now = shunt_now_ms();
 	if (!c->got_demote) {
 		if (c->peer_closed) {
 			peer_gone(c);
 			return 1;
 		}
-		int t = c->tcp_eof ? 0 : fab_tcp_peek(c);
+		int t = c->base.tcp_eof ? 0 : shunt_tcp_peek(&c->base);
 		if (t == 0 || t == -1) {
 			if (!c->eof_at)
 				c->eof_at = now + DEATH_GRACE_MS;

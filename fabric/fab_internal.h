@@ -38,7 +38,9 @@
 #include <rdma/fi_rma.h>
 
 #include "fab_rdv.h"
+#include "core/shunt_clock.h"
 #include "core/shunt_conn.h"
+#include "core/shunt_transport.h"
 
 #define FAB_API FI_VERSION(1, 9)
 #define FAB_MAGIC 0x53484642u /* "SHFB" */
@@ -137,7 +139,7 @@ struct fab_conn {
 	int peer_shut, peer_closed, got_demote, sent_demote;
 	int peer_ready;           /* the peer's endpoint is up: something came
 				     from it (the client's first message) */
-	int shut_wr, fin_pending, rd_shut, tcp_eof, tcp_hint;
+	int shut_wr;
 	int failed;               /* a provider error was seen */
 	int replaying;            /* DEMOTING: resending from peer_demote */
 	int tcp_taken;            /* DEMOTING: bytes read from the socket */
@@ -153,13 +155,12 @@ struct fab_conn {
 	struct sockaddr_storage peer_sa; /* the peer's address (its agent's host) */
 	socklen_t peer_salen;
 	int why;                  /* enum shunt_reason of the demotion */
-	uint64_t deadline;        /* client OFFERED: give up at (ms) */
 	uint8_t token[AGENT_TOKEN_LEN];
-	uint64_t bytes_in, bytes_out;
 	struct fab_conn *next;    /* offer table, then the free pool */
 };
 
-extern const struct shunt_transport_ops fab_ops;
+/* The connection ops of a fabric end (fab_conn.c). */
+extern const struct shunt_conn_ops fab_conn_ops;
 
 /* ---- fab_prov.c ----------------------------------------------------------- */
 
@@ -185,10 +186,9 @@ struct fid_fabric *fab_fabric(void);
 struct fid_domain *fab_domain_of_process(void);
 /* listen() on fd: start libfabric now if this listener may be offered
  * fabric connections (fab_prov.c). */
-void fab_on_listen(int fd, struct shunt_fd *e);
+void fab_on_listen(int fd);
 /* The process owning the fabric objects (a forked child does not). */
 int fab_is_owner(pid_t pid);
-uint64_t fab_now_ms(void);
 /* A detached thread of shunt's own, with every signal blocked. */
 int fab_thread_start(void *(*fn)(void *));
 
@@ -217,14 +217,11 @@ uint64_t fab_ring_addr_rx(struct fab_conn *c);
 void fab_reset_tcp(struct fab_conn *c);
 void fab_lock(struct fab_conn *c);
 void fab_unlock(struct fab_conn *c);
+/* exit(): say goodbye to every connection this process owns. */
+void fab_at_exit(void);
 
 /* ---- fab_offer.c ---------------------------------------------------------- */
 
-enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
-			      socklen_t dlen);
-enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e, const struct sockaddr *peer,
-			     socklen_t plen);
-void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen);
 /* Wait while the passive thread owns c (between its CAS and its answer). */
 void fab_wait_accepting(struct fab_conn *c);
 
@@ -245,9 +242,6 @@ void fab_watch_demoting(struct fab_conn *c);
  * nobody can resend go to a spill. */
 void fab_demote(struct shunt_conn *c, enum shunt_reason why);
 
-/* What the socket says, without consuming: 1 bytes, 0 EOF, -1 error, -2
- * nothing yet. */
-int fab_tcp_peek(struct fab_conn *c);
 /* Start leaving (UP -> DEMOTING, or SWITCHED when the peer has closed). */
 void fab_demote_begin(struct fab_conn *c, int why);
 /* One step of the exchange, never waiting: 1 when the state moved. */
@@ -275,7 +269,7 @@ ssize_t fab_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
 int fab_shutdown(struct shunt_conn *c, int how);
 int fab_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
 short fab_poll(struct shunt_conn *c, short events);
-int fab_arm(struct shunt_conn *c, short events, struct pollfd out[3], int *timeout_ms);
+int fab_arm(struct shunt_conn *c, short events, struct pollfd out[], int *timeout_ms);
 void fab_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 uint64_t fab_progress(struct shunt_conn *c);
 

@@ -36,7 +36,8 @@
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
-#include "core/shunt_spill.h"
+#include "core/shunt_rendezvous.h"
+#include "core/shunt_transport.h"
 
 /* ---- offers waiting for their connect-back ------------------------------ */
 
@@ -82,9 +83,9 @@ static int wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t r
 		struct fi_eq_cm_entry cm;
 		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
 	} ev;
-	uint64_t end = fab_now_ms() + (uint64_t)timeout_ms;
+	uint64_t end = shunt_now_ms() + (uint64_t)timeout_ms;
 	for (;;) {
-		uint64_t now = fab_now_ms();
+		uint64_t now = shunt_now_ms();
 		if (now >= end)
 			return -1;
 		uint32_t event;
@@ -181,65 +182,12 @@ void fab_wait_accepting(struct fab_conn *c)
 
 /* ---- client ---------------------------------------------------------------- */
 
-static int route_source(const struct sockaddr *dst, socklen_t len,
-			struct sockaddr_storage *src, socklen_t *slen)
-{
-	int s = REAL(socket)(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -1;
-	int rc = REAL(connect)(s, dst, len);
-	if (rc == 0)
-		rc = getsockname(s, (struct sockaddr *)src, slen);
-	REAL(close)(s);
-	return rc;
-}
-
-static int is_unspec(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == 0;
-	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-}
-
-static in_port_t port_of(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
-					: ((const struct sockaddr_in6 *)ss)->sin6_port;
-}
-
-/* Bind now so the 4-tuple names the offer before the SYN (as shm does). */
-static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
-		     struct sockaddr_storage *local, socklen_t *llen)
-{
-	socklen_t ll = sizeof *local;
-	if (getsockname(fd, (struct sockaddr *)local, &ll) < 0)
-		return -1;
-	if (is_unspec(local)) {
-		struct sockaddr_storage src;
-		socklen_t sl = sizeof src;
-		in_port_t port = port_of(local);
-		if (route_source(dst, dlen, &src, &sl) < 0 || src.ss_family != local->ss_family)
-			return -1;
-		if (src.ss_family == AF_INET)
-			((struct sockaddr_in *)&src)->sin_port = port;
-		else
-			((struct sockaddr_in6 *)&src)->sin6_port = port;
-		if (REAL(bind)(fd, (struct sockaddr *)&src, sl) < 0)
-			return -1;
-	} else if (!port_of(local)) {
-		if (REAL(bind)(fd, (struct sockaddr *)local, ll) < 0)
-			return -1;
-	}
-	*llen = sizeof *local;
-	return getsockname(fd, (struct sockaddr *)local, llen);
-}
-
 static int ring_ok(uint64_t r)
 {
 	return r >= FAB_MIN_RING && r <= FAB_MAX_RING && (r & (r - 1)) == 0;
 }
 
-enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
+static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t dlen)
 {
 	/* Same host: shm's business (its reason stands). */
@@ -257,7 +205,7 @@ enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 	memset(&o, 0, sizeof o);
 	SHUNT_GUARD_ENTER();
 	why = SHUNT_R_BIND_FAILED;
-	if (fix_local(fd, dst, dlen, &local, &llen) < 0 ||
+	if (shunt_bind_local(fd, dst, dlen, &local, &llen) < 0 ||
 	    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
 	fab_tuple_to_wire(&o.tuple, &t);
@@ -295,7 +243,7 @@ enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 						 : SHUNT_R_DECLINED;
 		goto out;
 	}
-	c->deadline = fab_now_ms() + shunt_config()->offer_timeout_ms;
+	shunt_offer_start(&c->base);
 	e->conn = &c->base;
 	why = SHUNT_R_NONE;
 	SHUNT_DEBUG("fabric: offer filed fd=%d provider=%s", fd, prov);
@@ -351,7 +299,7 @@ static void refuse(const struct agent_offer *o)
 	fi_freeinfo(info);
 }
 
-enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
+static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 				    const struct sockaddr *peer, socklen_t plen)
 {
 	(void)lfd;
@@ -430,7 +378,7 @@ out:
 	return why;
 }
 
-void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
+static void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 {
 	(void)plen;
 	struct agent_offer o;
@@ -442,3 +390,12 @@ void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	SHUNT_GUARD_LEAVE();
 }
 
+const struct shunt_transport_ops shunt_transport_fabric = {
+	.name = "fabric",
+	.id = SHUNT_TP_FABRIC,
+	.on_listen = fab_on_listen,
+	.connect = fab_connect,
+	.accept = fab_accept,
+	.decline = fab_decline,
+	.at_exit = fab_at_exit,
+};

@@ -235,9 +235,8 @@ struct fid_fabric *fab_fabric(void)
  * a half-done start (libfabric's and the loader's locks held by a thread
  * that is not there).  A listener on a loopback address only sees its own
  * host (shm); auto without any RDMA device needs no libfabric. */
-void fab_on_listen(int fd, struct shunt_fd *e)
+void fab_on_listen(int fd)
 {
-	(void)e;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)

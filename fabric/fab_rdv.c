@@ -24,18 +24,12 @@
 
 #include "agent/agent_hmac.h"
 #include "agent/agent_proto.h"
+#include "core/shunt_clock.h"
 #include "core/shunt_core.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- per-host negative cache ---------------------------------------------------
  * 4-way set associative, 64 sets: a lookup reads at most 4 entries under a
@@ -162,7 +156,7 @@ struct link {
 static int wait_for(struct link *l, short events)
 {
 	for (;;) {
-		uint64_t now = now_ms();
+		uint64_t now = shunt_now_ms();
 		if (now >= l->deadline)
 			return 0;
 		struct pollfd p = {.fd = l->fd, .events = events};
@@ -369,7 +363,7 @@ static void kept_put(int k, int keep, const uint8_t a16[16], uint16_t port)
 	if (keep) {
 		memcpy(s->addr, a16, 16);
 		s->port = port;
-		s->used_ms = now_ms();
+		s->used_ms = shunt_now_ms();
 	} else {
 		link_close(&s->l);
 	}
@@ -425,7 +419,7 @@ static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
 	if (klen < 0)
 		return FAB_RDV_REFUSED;
 	pid_t me = getpid();
-	uint64_t now = now_ms();
+	uint64_t now = shunt_now_ms();
 	struct link local = {.fd = -1};
 	int k = kept_get(a16, port, me);
 	struct link *l = k >= 0 ? &kept[k].l : &local;
@@ -465,7 +459,7 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 	const struct shunt_config *cfg = shunt_config();
 	if (timeout_ms <= 0)
 		timeout_ms = (int)cfg->agent_timeout_ms;
-	uint64_t now = now_ms();
+	uint64_t now = shunt_now_ms();
 	if (cache_get(a16, now, &r))
 		return r;
 	int saved = errno, host = 1;
@@ -474,7 +468,7 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 	SHUNT_GUARD_LEAVE();
 	errno = saved;
 	if (host && cfg->agent_cache_s)
-		cache_put(a16, now_ms() + (uint64_t)cfg->agent_cache_s * 1000, r);
+		cache_put(a16, shunt_now_ms() + (uint64_t)cfg->agent_cache_s * 1000, r);
 	if (shunt_config()->log_level >= SHUNT_LOG_DEBUG) {
 		char h[INET6_ADDRSTRLEN] = "?";
 		inet_ntop(AF_INET6, a16, h, sizeof h);
@@ -549,7 +543,7 @@ int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_o
 	if (!rundir)
 		return -1;
 	shunt_tuple_key(t, key, sizeof key);
-	if ((size_t)snprintf(path, sizeof path, "%s/f/%s", rundir, key) >= sizeof path)
+	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_FILED, "%s", key) < 0)
 		return -1;
 	SHUNT_GUARD_ENTER();
 	int rc = take_frame(path, 1, AGENT_OFFER, AGENT_HDR_LEN + AGENT_OFFER_LEN, &m);
@@ -578,7 +572,7 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 	int klen = get_secret();
 	/* A link of its own: rare, and never worth disturbing a kept one. */
 	struct link l = {.fd = -1};
-	l.deadline = now_ms() + (uint64_t)timeout_ms;
+	l.deadline = shunt_now_ms() + (uint64_t)timeout_ms;
 	struct agent_msg m = {.type = AGENT_RELAY}, a;
 	m.u.relay = *r;
 	if (klen >= 0 && link_start(&l, dst, len, (uint16_t)cfg->agent_port, klen) == FAB_RDV_OK &&
@@ -599,8 +593,8 @@ int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int clie
 	if (!rundir)
 		return -1;
 	shunt_tuple_key(t, key, sizeof key);
-	if ((size_t)snprintf(path, sizeof path, "%s/r/%s.%c", rundir, key, client ? 'c' : 's') >=
-	    sizeof path)
+	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_RELAY, "%s.%c", key,
+			      client ? 'c' : 's') < 0)
 		return -1;
 	SHUNT_GUARD_ENTER();
 	/* Only the connection's own token counts: anything else is left to

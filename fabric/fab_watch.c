@@ -126,7 +126,7 @@ static void relay_one(int fd, struct shunt_fd *e, void *p)
 	struct relay_arg *a = p;
 	(void)fd;
 	struct shunt_conn *b = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
-	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || !b || b->ops != &fab_ops)
+	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || !b || b->ops != &fab_conn_ops)
 		return;
 	struct fab_conn *c = (struct fab_conn *)b;
 	char want[48];
@@ -168,7 +168,7 @@ static void *watch_thread(void *arg)
 	shunt_guard = 1;
 	struct epoll_event ev[64];
 	for (;;) {
-		uint64_t now = fab_now_ms();
+		uint64_t now = shunt_now_ms();
 		int ms = -1;
 		for (int i = 0; i < nlater; i++) {
 			int d = later[i].at > now ? (int)(later[i].at - now) : 0;
@@ -196,19 +196,19 @@ static void *watch_thread(void *arg)
 				continue;
 			}
 			if (ev[i].data.ptr == TAG_RELAY) {
-				relayed(fab_now_ms());
+				relayed(shunt_now_ms());
 				continue;
 			}
 			if (!ref(c))
 				continue; /* gone: its fd left the set with it */
 			drive(c);
 			if (nlater < WATCH_MAX_LATER)
-				later[nlater++] = (struct later){c, fab_now_ms() + WATCH_REARM_MS};
+				later[nlater++] = (struct later){c, shunt_now_ms() + WATCH_REARM_MS};
 			else
 				rearm(c);
 			shunt_conn_put(&c->base);
 		}
-		now = fab_now_ms();
+		now = shunt_now_ms();
 		for (int i = 0; i < nlater;) {
 			struct fab_conn *c = later[i].c;
 			if (later[i].at > now) {
@@ -251,7 +251,7 @@ static int start_locked(void)
 	 * still found, by the connection's own steps. */
 	const char *rd = shunt_rundir();
 	char dir[SHUNT_PATH_MAX];
-	if (rd && (size_t)snprintf(dir, sizeof dir, "%s/r", rd) < sizeof dir) {
+	if (rd && shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_RELAY, NULL) == 0) {
 		mkdir(dir, 0700);
 		inofd = shunt_fd_own(inotify_init1(IN_CLOEXEC | IN_NONBLOCK), &inofd);
 		struct epoll_event ie = {.events = EPOLLIN, .data.ptr = TAG_RELAY};

@@ -20,7 +20,7 @@ SHUNT_EXPORT const char *shunt_fd_transport(int fd)
 	switch (e ? shunt_fd_kind(e) : SHUNT_FD_UNKNOWN) {
 	case SHUNT_FD_ACCEL: {
 		struct shunt_conn *c = shunt_conn_get(e);
-		const char *name = c ? c->ops->name : "kernel";
+		const char *name = c ? shunt_conn_name(c) : "kernel";
 		if (c)
 			shunt_conn_put(c);
 		return name;

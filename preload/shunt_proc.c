@@ -7,22 +7,15 @@
 #include <unistd.h>
 
 #include "core/shunt_conn.h"
-#include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_spill.h"
 
 SHUNT_EXPORT pid_t fork(void)
 {
-	/* Both processes will hold every connection: transports keep what
-	 * the other may still need (wake socket names). */
-	if (shunt_any_accel())
-		shunt_conn_before_fork();
+	shunt_before_fork();
 	pid_t pid = REAL(fork)();
-	if (pid == 0) {
-		__atomic_store_n(&shunt_self, getpid(), __ATOMIC_RELAXED);
-		shunt_conn_after_fork_child();
-		shunt_fd_borrowed_after_fork();
-	}
+	if (pid == 0)
+		shunt_after_fork_child();
 	return pid;
 }
 

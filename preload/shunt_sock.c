@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/shunt_conn.h"
+#include "core/shunt_decide.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"

@@ -71,8 +71,7 @@ static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int arena_path(char *buf, size_t len, const char *name)
 {
-	int n = snprintf(buf, len, "%s/o/%s", shunt_rundir(), name);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, "%s", name);
 }
 
 static int slot_lock(int fd, uint64_t off, short type, int cmd)
@@ -88,7 +87,7 @@ static int slot_lock(int fd, uint64_t off, short type, int cmd)
 /* This end's hold on a slot: a description of its own, locked. */
 static int hold(const char *name, uint64_t off)
 {
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (arena_path(path, sizeof path, name))
 		return -1;
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -133,7 +132,7 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 	struct shm_arena *a = &arenas[narenas];
 	entry_init(a);
 	snprintf(a->name, sizeof a->name, "a-%d-%u", (int)shunt_pid(), arena_seq++);
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (arena_path(path, sizeof path, a->name))
 		return NULL;
 	unsigned owned = 0;
@@ -320,7 +319,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 			continue;
 		/* A name outlives its owner until swept, and a pid can come
 		 * back: the name must still be the file we mapped. */
-		char path[SHM_PATH_MAX];
+		char path[SHUNT_PATH_MAX];
 		struct stat now;
 		if (arena_path(path, sizeof path, name) || stat(path, &now) < 0 ||
 		    now.st_dev != a->dev || now.st_ino != a->ino)
@@ -448,7 +447,7 @@ void shm_arena_exit(void)
 {
 	pthread_mutex_lock(&arena_mu);
 	for (unsigned i = 0; i < narenas; i++) {
-		char path[SHM_PATH_MAX];
+		char path[SHUNT_PATH_MAX];
 		if (arenas[i].base && arenas[i].owner == shunt_pid() &&
 		    !arena_path(path, sizeof path, arenas[i].name))
 			unlink(path);

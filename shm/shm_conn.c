@@ -12,14 +12,13 @@
 #include <unistd.h>
 
 #include "core/shunt_log.h"
+#include "core/shunt_transport.h"
 #include "shm_internal.h"
 
-#include <time.h>
 
 int shm_path(char *buf, size_t len, const char *key, const char *suffix)
 {
-	int n = snprintf(buf, len, "%s/o/%s%s", shunt_rundir(), key, suffix);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, "%s%s", key, suffix);
 }
 
 
@@ -63,7 +62,7 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side)
 	if (!c)
 		return NULL;
 	struct shm_hdr *h = slot->hdr;
-	c->base.ops = &shm_ops;
+	c->base.ops = &shm_conn_ops;
 	c->hdr = h;
 	c->slot = *slot;
 	c->side = side;
@@ -87,13 +86,6 @@ void shm_conn_free(struct shm_conn *c)
 		shm_arena_release(&c->slot, c->forked);
 	c->hdr = NULL;
 	pool_put(c);
-}
-
-uint64_t shm_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void shm_fork(struct shunt_conn *base)
@@ -130,14 +122,10 @@ static void shm_close(struct shunt_conn *base)
 	if (c->side == SHM_CLIENT && !c->committed) {
 		/* The server unlinks an offer it takes; one never taken is
 		 * ours to remove. */
-		char path[SHM_PATH_MAX];
+		char path[SHUNT_PATH_MAX];
 		if (!shm_path(path, sizeof path, c->key, ""))
 			unlink(path);
 	}
-	if (shunt_log_on(SHUNT_LOG_DEBUG))
-		shunt_log(SHUNT_LOG_DEBUG, "shm close fd=%d bytes_in=%llu bytes_out=%llu",
-			  c->base.fd, (unsigned long long)c->bytes_in,
-			  (unsigned long long)c->bytes_out);
 	/* The number is about to be closed: a call still in flight in
 	 * another thread must not touch it (it may be reused). */
 	__atomic_store_n(&c->base.fd, -1, __ATOMIC_RELEASE);
@@ -151,13 +139,8 @@ static void shm_free(struct shunt_conn *base)
 	SHUNT_GUARD_LEAVE();
 }
 
-const struct shunt_transport_ops shm_ops = {
-	.name = "shm",
-	.id = SHUNT_TP_SHM,
-	.on_listen = shm_on_listen,
-	.connect = shm_connect,
-	.accept = shm_accept,
-	.decline = shm_decline,
+const struct shunt_conn_ops shm_conn_ops = {
+	.transport = &shunt_transport_shm,
 	.close = shm_close,
 	.free = shm_free,
 	.demote = shm_demote,

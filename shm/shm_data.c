@@ -18,6 +18,7 @@
 
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
+#include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 #include "shm_internal.h"
 
@@ -67,7 +68,7 @@ static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
  * -2, and the rings still work. */
 static int tcp_peek(struct shm_conn *c)
 {
-	return shunt_tcp_peek(&c->base, &c->tcp_eof);
+	return shunt_tcp_peek(&c->base);
 }
 
 /* The peer left the rings: the state moved on, or a client's offer found a
@@ -92,8 +93,7 @@ static int moved_on(struct shm_conn *c)
 	if (st == SHM_OFFERED && c->side == SHM_CLIENT) {
 		/* A server without shunt answers on TCP (or closes); one that
 		 * never answers costs offer_timeout_ms. */
-		int t = c->tcp_hint || c->tcp_eof ? tcp_peek(c) : -2;
-		if (t != -2 || shm_now_ms() >= c->offer_deadline) {
+		if (shunt_offer_over(&c->base)) {
 			shm_give_up(c);
 			return 1;
 		}
@@ -131,7 +131,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	m->msg_controllen = 0;
 	if (m->msg_name)
 		m->msg_namelen = 0;
-	if (total == 0 || c->rd_shut)
+	if (total == 0 || c->base.rd_shut)
 		return 0;
 	for (;;) {
 		if (c->switched && drained(c)) {
@@ -161,7 +161,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		if (n) {
 			done += n;
 			if (!peek) {
-				c->bytes_in += n;
+				c->base.bytes_in += n;
 				SHUNT_STAT_ADD(&c->base, bytes_in, n);
 				SHUNT_STAT_ADD(&c->base, calls_in, 1);
 				wake_if(c, &c->rx.ctl->writer_waiting, SHM_WAKE_TX);
@@ -187,33 +187,28 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			return (ssize_t)done; /* peer's shutdown(SHUT_WR) */
 		}
 		if (state_of(c) == SHM_COMMITTED &&
-		    (c->tcp_hint || c->tcp_eof ||
+		    (c->base.tcp_hint || c->base.tcp_eof ||
 		     __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
 			int t = tcp_peek(c);
 			if (t <= 0 && t != -2 && shm_ring_used(&c->rx))
 				continue;
 			if (t == 0) {
 				SHUNT_DEBUG("fd=%d EOF: TCP FIN (done=%zu hint=%d eof=%d closed=%u)",
-					    c->base.fd, done, c->tcp_hint, c->tcp_eof,
+					    c->base.fd, done, c->base.tcp_hint, c->base.tcp_eof,
 					    c->rx.ctl->closed_hint);
 				return (ssize_t)done; /* the last holder closed: EOF */
 			}
 			if (t == -1)
 				return done ? (ssize_t)done : -1;
-			c->tcp_hint = 0;
+			c->base.tcp_hint = 0;
 			if (t == 1)
 				continue; /* replay bytes: the state says DEMOTING */
 		}
 		if (done && !all)
 			return (ssize_t)done;
-		if (flags & MSG_DONTWAIT) {
-			if (done)
-				return (ssize_t)done;
-			errno = EAGAIN;
-			return -1;
-		}
-		if (shunt_conn_wait(&c->base, POLLIN, SO_RCVTIMEO, &deadline) < 0)
-			return done ? (ssize_t)done : -1;
+		ssize_t ret;
+		if (shunt_conn_block(&c->base, POLLIN, flags, done, &deadline, &ret))
+			return ret;
 	}
 }
 
@@ -221,15 +216,15 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
  * live in another process); the TCP FIN of the last close is the proof. */
 static int peer_gone(struct shm_conn *c)
 {
-	if (!__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) && !c->tcp_hint &&
-	    !c->tcp_eof)
+	if (!__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE) && !c->base.tcp_hint &&
+	    !c->base.tcp_eof)
 		return 0;
-	if (!c->tcp_eof) {
+	if (!c->base.tcp_eof) {
 		int t = tcp_peek(c);
 		if (t == -1)
 			return 1;
 	}
-	if (!c->tcp_eof)
+	if (!c->base.tcp_eof)
 		return 0;
 	if (__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
 		return 1;
@@ -277,7 +272,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		shm_unlock(&c->tx.ctl->wlock);
 		if (n) {
 			done += n;
-			c->bytes_out += n;
+			c->base.bytes_out += n;
 			SHUNT_STAT_ADD(&c->base, bytes_out, n);
 			SHUNT_STAT_ADD(&c->base, calls_out, 1);
 			wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
@@ -291,14 +286,9 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			errno = ECONNRESET;
 			return done ? (ssize_t)done : -1;
 		}
-		if (flags & MSG_DONTWAIT) {
-			if (done)
-				return (ssize_t)done;
-			errno = EAGAIN;
-			return -1;
-		}
-		if (shunt_conn_wait(&c->base, POLLOUT, SO_SNDTIMEO, &deadline) < 0)
-			return done ? (ssize_t)done : -1;
+		ssize_t ret;
+		if (shunt_conn_block(&c->base, POLLOUT, flags, done, &deadline, &ret))
+			return ret;
 	}
 }
 
@@ -319,7 +309,7 @@ int shm_shutdown(struct shunt_conn *b, int how)
 		 * until this end leaves the rings (after its replay, if the
 		 * connection is ever demoted) or closes: sent now, it could
 		 * overtake bytes that may still have to go by TCP. */
-		c->fin_pending = 1;
+		c->base.fin_pending = 1;
 		deferred = 1;
 		__atomic_store_n(&c->tx.ctl->wr_shut, 1, __ATOMIC_RELEASE);
 		wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
@@ -327,7 +317,7 @@ int shm_shutdown(struct shunt_conn *b, int how)
 	}
 rd:
 	if (how == SHUT_RD || how == SHUT_RDWR)
-		c->rd_shut = 1;
+		c->base.rd_shut = 1;
 	return deferred;
 }
 
@@ -363,24 +353,24 @@ short shm_poll(struct shunt_conn *b, short events)
 	}
 	if (shm_ring_used(&c->rx))
 		r |= POLLIN | POLLRDNORM;
-	if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE) || c->rd_shut)
+	if (__atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE) || c->base.rd_shut)
 		r |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (!(r & POLLIN) && state_of(c) == SHM_COMMITTED &&
-	    (c->tcp_hint || __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
-		int t = c->tcp_eof ? 0 : tcp_peek(c);
+	    (c->base.tcp_hint || __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))) {
+		int t = c->base.tcp_eof ? 0 : tcp_peek(c);
 		if (t == 0)
 			r |= POLLIN | POLLRDNORM | POLLRDHUP;
 		else if (t == -1)
 			r |= POLLIN | POLLERR | POLLHUP;
 		else
-			c->tcp_hint = 0;
+			c->base.tcp_hint = 0;
 	}
 	if (shm_ring_space(&c->tx) && !__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
 		r |= POLLOUT | POLLWRNORM;
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
 
-int shm_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeout_ms)
+int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeout_ms)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
 	int n = 0;
@@ -404,16 +394,14 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[3], int *timeo
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/* Once EOF has been seen the socket stays readable: watching it would
 	 * spin.  POLLERR/POLLHUP are reported whatever the events. */
-	out[n++] = (struct pollfd){c->base.fd, (short)(c->tcp_eof ? 0 : POLLIN | POLLRDHUP), 0};
+	out[n++] = (struct pollfd){c->base.fd, (short)(c->base.tcp_eof ? 0 : POLLIN | POLLRDHUP), 0};
 	int limit = -1;
-	if (state_of(c) == SHM_OFFERED && c->side == SHM_CLIENT) {
-		uint64_t now = shm_now_ms();
-		limit = c->offer_deadline > now ? (int)(c->offer_deadline - now) : 0;
-	}
+	if (state_of(c) == SHM_OFFERED && c->side == SHM_CLIENT)
+		limit = shunt_offer_ms_left(&c->base);
 	/* A dead peer sends no FIN we can still see after EOF; look again now
 	 * and then.  So does a second waiter of the same role, which may have
 	 * missed a wakeup the first one drained. */
-	if (c->tcp_eof || __atomic_load_n(&c->rx.ctl->reader_waiting, __ATOMIC_RELAXED) > 1 ||
+	if (c->base.tcp_eof || __atomic_load_n(&c->rx.ctl->reader_waiting, __ATOMIC_RELAXED) > 1 ||
 	    __atomic_load_n(&c->tx.ctl->writer_waiting, __ATOMIC_RELAXED) > 1)
 		limit = limit < 0 || limit > 100 ? 100 : limit;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
@@ -432,7 +420,7 @@ void shm_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, in
 		if (!fds[i].revents)
 			continue;
 		if (fds[i].fd == c->base.fd) {
-			c->tcp_hint = 1;
+			c->base.tcp_hint = 1;
 			continue;
 		}
 		/* The pending flag keeps it to about one datagram per sleep:

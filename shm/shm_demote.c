@@ -56,15 +56,8 @@ static int replay(struct shm_conn *c)
 	 * slot keeps them: it counts what the application sent, whichever
 	 * path carried it (the peer counts them once, where it reads them). */
 	shm_ring_consume(&c->tx, n);
-	c->bytes_out -= n;
+	c->base.bytes_out -= n;
 	return 0;
-}
-
-void shm_send_fin(struct shm_conn *c)
-{
-	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	if (c->fin_pending && fd >= 0 && __atomic_exchange_n(&c->fin_pending, 0, __ATOMIC_ACQ_REL))
-		REAL(shutdown)(fd, SHUT_WR);
 }
 
 /* Both ends leave the rings the same way: each resends over TCP the bytes
@@ -92,7 +85,7 @@ int shm_switch(struct shm_conn *c)
 	shm_unlock(&c->tx.ctl->wlock);
 	/* A shutdown(SHUT_WR) made while the offer was open: after the
 	 * replayed bytes, as the application wrote them. */
-	shm_send_fin(c);
+	shunt_conn_send_fin(&c->base);
 	return 0;
 }
 
@@ -118,7 +111,7 @@ static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
 	 * FIN of the last close, says nobody is left to resend. */
 	int gone = !shm_peer_alive(c);
 	if (!gone && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE)) {
-		int t = shunt_tcp_peek(&c->base, &c->tcp_eof);
+		int t = shunt_tcp_peek(&c->base);
 		gone = t == 0 || t == -1;
 	}
 	size_t n = st == SHM_COMMITTED && gone && shm_ring_sane(&c->rx) ? shm_ring_unread(&c->rx, v)
@@ -155,7 +148,7 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	}
 	shm_unlock(&c->tx.ctl->wlock);
 	shm_wake_peer(c);
-	shm_send_fin(c);
+	shunt_conn_send_fin(&c->base);
 	if (sp)
 		shunt_spill_install(base, sp);
 	SHUNT_GUARD_LEAVE();

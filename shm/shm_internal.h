@@ -9,9 +9,6 @@
 #include "core/shunt_conn.h"
 #include "core/shunt_rundir.h"
 #include "shm_proto.h"
-#include "core/shunt_registry.h"
-
-#define SHM_PATH_MAX SHUNT_PATH_MAX
 
 /* One connection end's hold on its slot of ring memory (shm_arena.c). */
 struct shm_slot {
@@ -44,7 +41,6 @@ int shm_offer_uid_ok(uid_t uid, gid_t gid);
 /* Files and sockets shunt makes in the rundir: private to the user, or with
  * shm_group readable and writable by the group (the umask would narrow the
  * mode given at creation, so it is set again by descriptor or path). */
-#define SHM_FILE_MODE 0600
 void shm_share_fd(int fd);
 void shm_share_path(const char *path);
 
@@ -54,7 +50,6 @@ struct shm_conn {
 	struct shm_hdr *hdr;
 	struct shm_slot slot;
 	int side;                 /* enum shm_side */
-	int fd;                   /* a number of the TCP socket in this process */
 	/* Bound datagram sockets the peer wakes us through, one per role so
 	 * a reader thread never drains a wakeup meant for a writer thread:
 	 * [SHM_WAKE_RX] data arrived (or the state moved), [SHM_WAKE_TX]
@@ -66,28 +61,13 @@ struct shm_conn {
 	int switched;             /* this end now moves bytes over TCP */
 	int why;                  /* enum shunt_reason for switching */
 	int committed;            /* the state was seen COMMITTED */
-	int fin_pending;          /* shutdown(SHUT_WR) waits for the offer's answer */
 	int forked;               /* shared with a child: keep the wake name */
-	int tcp_hint;             /* the socket was seen readable: FIN, RST or
-				     replayed bytes are waiting there */
-	int rd_shut;              /* shutdown(SHUT_RD) here */
-	int tcp_eof;              /* the socket has returned EOF: stop asking */
-	uint64_t offer_deadline;  /* client, OFFERED: give up at (ms) */
-	uint64_t bytes_in, bytes_out;
 	char key[96];
 	struct shm_conn *next_free; /* in the recycling pool */
 };
 
-/* A listening socket's registration. */
-struct shm_listen {
-	struct shunt_conn base;
-	struct shm_listener reg;
-	pid_t pid; /* the process that registered (a forked child did not) */
-};
-
-extern const struct shunt_transport_ops shm_ops;
-extern const struct shunt_transport_ops shm_listen_ops;
-
+/* The connection ops of an shm end (shm_conn.c). */
+extern const struct shunt_conn_ops shm_conn_ops;
 
 enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 
@@ -99,16 +79,6 @@ int shm_path(char *buf, size_t len, const char *key, const char *suffix);
 struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side);
 /* Release everything c holds and recycle it. */
 void shm_conn_free(struct shm_conn *c);
-uint64_t shm_now_ms(void);
-
-/* ---- shm_offer.c: rendezvous ---------------------------------------------- */
-
-void shm_on_listen(int fd, struct shunt_fd *e);
-enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
-			      socklen_t dlen);
-enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e, const struct sockaddr *peer,
-			     socklen_t plen);
-void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen);
 
 /* ---- shm_wake.c: wake sockets --------------------------------------------- */
 
@@ -140,8 +110,6 @@ void shm_sweep(void);
 void shm_demote(struct shunt_conn *c, enum shunt_reason why);
 /* Switch this end to TCP after the state left COMMITTED/OFFERED. */
 int shm_switch(struct shm_conn *c);
-/* Send the FIN a shutdown(SHUT_WR) deferred (see shm_shutdown). */
-void shm_send_fin(struct shm_conn *c);
 /* Client, still OFFERED: give up on the server and continue over TCP. */
 void shm_give_up(struct shm_conn *c);
 
@@ -151,7 +119,7 @@ ssize_t shm_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
 int shm_shutdown(struct shunt_conn *c, int how);
 int shm_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
 short shm_poll(struct shunt_conn *c, short events);
-int shm_arm(struct shunt_conn *c, short events, struct pollfd out[3], int *timeout_ms);
+int shm_arm(struct shunt_conn *c, short events, struct pollfd out[], int *timeout_ms);
 void shm_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 uint64_t shm_progress(struct shunt_conn *c);
 

@@ -29,215 +29,33 @@
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
-#include "core/shunt_spill.h"
+#include "core/shunt_registry.h"
+#include "core/shunt_rendezvous.h"
+#include "core/shunt_transport.h"
 #include "shm_internal.h"
 
 /* ---- listen --------------------------------------------------------------- */
 
-static void shm_listen_close(struct shunt_conn *base)
-{
-	struct shm_listen *l = (struct shm_listen *)base;
-	const char *rd = shunt_rundir();
-	if (rd)
-		shm_registry_remove(rd, &l->reg);
-}
-
-static void shm_listen_free(struct shunt_conn *base)
-{
-	free(base);
-}
-
-static void exit_one(int fd, struct shunt_fd *e, void *arg)
+/* Listeners are registered by core (shunt_listen.h); what dead processes
+ * left in o/ is swept now, before offers come. */
+static void shm_on_listen(int fd)
 {
 	(void)fd;
-	(void)arg;
-	struct shm_listen *l = (struct shm_listen *)e->conn;
-	if (shunt_fd_kind(e) != SHUNT_FD_LISTEN || !l || l->base.ops != &shm_listen_ops ||
-	    l->pid != shunt_pid())
-		return;
-	const char *rd = shunt_rundir();
-	if (rd)
-		shm_registry_remove(rd, &l->reg);
+	shm_sweep();
 }
 
-/* A listener that exits without closing (the usual way) leaves its names;
- * the lock is gone, so clients would skip them, but the process that
- * registered them removes them at exit().  Forked children, which share
- * the lock's open file, leave them to their parent. */
-__attribute__((destructor)) static void shm_at_exit(void)
+/* exit(): names only; peers keep what they mapped or were sending to. */
+static void shm_at_exit(void)
 {
-	if (__atomic_load_n(&shunt_guard, __ATOMIC_RELAXED) != 0)
-		return;
-	shunt_fd_foreach(SHUNT_FD_LISTEN, exit_one, NULL);
-	/* Names only: peers keep what they mapped or were sending to. */
 	if (!shunt_rundir())
 		return;
 	shm_wake_exit();
 	shm_arena_exit();
 }
 
-static void shm_listen_child(struct shunt_conn *base)
-{
-	struct shm_listen *l = (struct shm_listen *)base;
-	const char *rd = shunt_rundir();
-	if (rd)
-		shm_registry_reown(rd, &l->reg);
-	l->pid = shunt_pid();
-}
-
-const struct shunt_transport_ops shm_listen_ops = {
-	.name = "shm",
-	.id = SHUNT_TP_SHM,
-	.close = shm_listen_close,
-	.free = shm_listen_free,
-	.child = shm_listen_child,
-};
-
-void shm_on_listen(int fd, struct shunt_fd *e)
-{
-	const char *rd = shunt_rundir();
-	if (!rd || e->conn)
-		return;
-	shm_sweep();
-	struct shm_listen *l = calloc(1, sizeof *l);
-	if (!l)
-		return;
-	SHUNT_GUARD_ENTER();
-	int rc = shm_registry_add(rd, fd, &l->reg);
-	SHUNT_GUARD_LEAVE();
-	if (rc < 0) {
-		free(l);
-		return;
-	}
-	l->base.ops = &shm_listen_ops;
-	l->base.refs = 1;
-	l->base.fds = 1;
-	l->pid = shunt_pid();
-	l->base.fd = fd;
-	e->conn = &l->base;
-	SHUNT_DEBUG("listen fd=%d registered for shm (%d names)", fd, l->reg.nlocks);
-}
-
 /* ---- client: offer -------------------------------------------------------- */
 
-/* The source address the kernel will pick for dst: a connected UDP socket
- * is routed without sending anything.  Four system calls, so the answer
- * is kept a second per destination address: a route that changes within
- * it names an offer the server will not find (it declines, nothing lost). */
-#define ROUTE_CACHE 16
-#define ROUTE_TTL_MS 1000
-static struct {
-	uint8_t dst[16];
-	struct sockaddr_storage src;
-	socklen_t slen;
-	uint64_t until;
-} route_cache[ROUTE_CACHE];
-static unsigned route_next;
-static pthread_mutex_t route_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int route_source(const struct sockaddr *dst, socklen_t len,
-			struct sockaddr_storage *src, socklen_t *slen)
-{
-	uint8_t a[16];
-	uint16_t port;
-	if (shunt_addr16(dst, a, &port) < 0)
-		return -1;
-	uint64_t now = shm_now_ms();
-	pthread_mutex_lock(&route_mu);
-	for (unsigned i = 0; i < ROUTE_CACHE; i++) {
-		if (route_cache[i].until > now && route_cache[i].src.ss_family == dst->sa_family &&
-		    !memcmp(route_cache[i].dst, a, 16) && route_cache[i].slen <= *slen) {
-			memcpy(src, &route_cache[i].src, route_cache[i].slen);
-			*slen = route_cache[i].slen;
-			pthread_mutex_unlock(&route_mu);
-			return 0;
-		}
-	}
-	pthread_mutex_unlock(&route_mu);
-	int s = REAL(socket)(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -1;
-	int rc = REAL(connect)(s, dst, len);
-	if (rc == 0)
-		rc = getsockname(s, (struct sockaddr *)src, slen);
-	REAL(close)(s);
-	if (rc == 0 && *slen <= sizeof route_cache[0].src) {
-		pthread_mutex_lock(&route_mu);
-		unsigned i = route_next++ % ROUTE_CACHE;
-		memcpy(route_cache[i].dst, a, 16);
-		memcpy(&route_cache[i].src, src, *slen);
-		route_cache[i].slen = *slen;
-		route_cache[i].until = now + ROUTE_TTL_MS;
-		pthread_mutex_unlock(&route_mu);
-	}
-	return rc;
-}
-
-static int addr_unspecified(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == 0;
-	const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-	return IN6_IS_ADDR_UNSPECIFIED(a);
-}
-
-static in_port_t port_of(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
-					: ((const struct sockaddr_in6 *)ss)->sin6_port;
-}
-
-static void set_port(struct sockaddr_storage *ss, in_port_t p)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = p;
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = p;
-}
-
-/* Bind the socket now so its 4-tuple is known before the SYN: the offer is
- * named by it.  A socket the application bound keeps its address. */
-static int fix_local(int fd, const struct sockaddr *dst, socklen_t dlen,
-		     struct sockaddr_storage *local)
-{
-	socklen_t ll = sizeof *local;
-	if (getsockname(fd, (struct sockaddr *)local, &ll) < 0)
-		return -1;
-	in_port_t port = port_of(local);
-	if (addr_unspecified(local)) {
-		struct sockaddr_storage src;
-		socklen_t sl = sizeof src;
-		if (route_source(dst, dlen, &src, &sl) < 0 || src.ss_family != local->ss_family)
-			return -1;
-		if (!port) {
-			set_port(&src, 0);
-			/* bind() picks a port before the destination is known,
-			 * so ports in TIME_WAIT stay off limits where connect()
-			 * would reuse them: under heavy churn this fails first
-			 * (bind-failed) and the connection takes the kernel
-			 * path.  (SO_REUSEADDR would let bind pick a port whose
-			 * 4-tuple is still in TIME_WAIT: connect would fail.) */
-			if (REAL(bind)(fd, (struct sockaddr *)&src, sl) < 0)
-				return -1;
-			ll = sizeof *local;
-			return getsockname(fd, (struct sockaddr *)local, &ll);
-		}
-		/* Bound to a port on the wildcard: the kernel fills in the
-		 * address at connect from the same route. */
-		*local = src;
-		set_port(local, port);
-		return 0;
-	}
-	if (!port) {
-		if (REAL(bind)(fd, (struct sockaddr *)local, ll) < 0)
-			return -1;
-		ll = sizeof *local;
-		return getsockname(fd, (struct sockaddr *)local, &ll);
-	}
-	return 0;
-}
-
-enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
+static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t dlen)
 {
 	const char *rd = shunt_rundir();
@@ -246,14 +64,15 @@ enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	SHUNT_GUARD_ENTER();
 	struct sockaddr_storage local;
+	socklen_t llen;
 	struct shunt_tuple t;
-	char key[96], path[SHM_PATH_MAX];
+	char key[96], path[SHUNT_PATH_MAX];
 	struct shm_conn *c = NULL;
-	if (!shm_registry_lookup(rd, dst))
+	if (!shunt_registry_lookup(rd, dst))
 		goto out;
 	shm_sweep();
 	why = SHUNT_R_BIND_FAILED;
-	if (fix_local(fd, dst, dlen, &local) < 0 ||
+	if (shunt_bind_local(fd, dst, dlen, &local, &llen) < 0 ||
 	    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
 		goto out;
 	why = SHUNT_R_RING_ALLOC;
@@ -291,7 +110,7 @@ enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr 
 		c = NULL;
 		goto out;
 	}
-	c->offer_deadline = shm_now_ms() + shunt_config()->offer_timeout_ms;
+	shunt_offer_start(&c->base);
 	e->conn = &c->base;
 	why = SHUNT_R_NONE;
 out:
@@ -323,7 +142,7 @@ void shm_share_path(const char *path)
  * user we trust. */
 static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *why)
 {
-	char path[SHM_PATH_MAX], target[128];
+	char path[SHUNT_PATH_MAX], target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
 	if (shm_path(path, sizeof path, key, ""))
 		return -1;
@@ -345,7 +164,7 @@ static void refuse(struct shm_hdr *h)
 				    __ATOMIC_ACQUIRE);
 }
 
-enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
+static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 				    const struct sockaddr *peer, socklen_t plen)
 {
 	(void)lfd;
@@ -354,7 +173,7 @@ enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (!rd)
 		return SHUNT_R_RING_ALLOC;
 	struct shunt_tuple t;
-	char key[96], path[SHM_PATH_MAX];
+	char key[96], path[SHUNT_PATH_MAX];
 	enum shunt_reason why = SHUNT_R_NO_PEER_SHIM;
 	struct shm_slot slot;
 	SHUNT_GUARD_ENTER();
@@ -426,7 +245,7 @@ out:
 	return why;
 }
 
-void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
+static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 {
 	(void)plen;
 	const char *rd = shunt_rundir();
@@ -442,7 +261,7 @@ void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 		struct shm_hdr *h = slot.hdr;
 		if (shm_hdr_check(h, slot.len, &t) == 0) {
 			struct shm_conn c = {.side = SHM_SERVER};
-			char path[SHM_PATH_MAX];
+			char path[SHUNT_PATH_MAX];
 			refuse(h);
 			if (!shm_path(path, sizeof path, key, ""))
 				unlink(path);
@@ -454,3 +273,13 @@ void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	}
 	SHUNT_GUARD_LEAVE();
 }
+
+const struct shunt_transport_ops shunt_transport_shm = {
+	.name = "shm",
+	.id = SHUNT_TP_SHM,
+	.on_listen = shm_on_listen,
+	.connect = shm_connect,
+	.accept = shm_accept,
+	.decline = shm_decline,
+	.at_exit = shm_at_exit,
+};

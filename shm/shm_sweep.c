@@ -30,8 +30,9 @@ void shm_sweep(void)
 	const char *rd = shunt_rundir();
 	if (!rd || __atomic_exchange_n(&swept, pid, __ATOMIC_ACQ_REL) == pid)
 		return;
-	char dir[SHM_PATH_MAX];
-	snprintf(dir, sizeof dir, "%s/o", rd);
+	char dir[SHUNT_PATH_MAX];
+	if (shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_OFFER, NULL) < 0)
+		return;
 	SHUNT_GUARD_ENTER();
 	DIR *d = opendir(dir);
 	int s = shm_wake_sender();

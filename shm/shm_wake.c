@@ -58,7 +58,7 @@ static const char *const suffix[2][2] = {
 static int wake_addr(struct sockaddr_un *a, socklen_t *len, const char *key, int side,
 		     int role)
 {
-	char path[SHM_PATH_MAX];
+	char path[SHUNT_PATH_MAX];
 	if (shm_path(path, sizeof path, key, suffix[side][role]) ||
 	    strlen(path) >= sizeof a->sun_path)
 		return -1;
@@ -108,8 +108,8 @@ static pthread_mutex_t wpool_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int wpool_name(char *buf, size_t len, unsigned id)
 {
-	int n = snprintf(buf, len, "%s/o/w-%d-%u", shunt_rundir(), (int)shunt_pid(), id);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, "w-%d-%u",
+				 (int)shunt_pid(), id);
 }
 
 static void wpool_mine(void)
@@ -128,7 +128,7 @@ static int wpool_take(const char *path)
 	while (wpool_n) {
 		wpool_n--;
 		int fd = wpool[wpool_n].fd;
-		char name[SHM_PATH_MAX];
+		char name[SHUNT_PATH_MAX];
 		if (!wpool_name(name, sizeof name, wpool[wpool_n].id) && rename(name, path) == 0)
 			return fd;
 		shunt_fd_release(fd);
@@ -144,7 +144,7 @@ static int wpool_put(int fd, const char *path)
 	pthread_mutex_lock(&wpool_mu);
 	wpool_mine();
 	struct shunt_fd *e = shunt_fd_peek(fd);
-	char name[SHM_PATH_MAX];
+	char name[SHUNT_PATH_MAX];
 	unsigned id = ++wpool_seq;
 	if (wpool_n < WAKE_POOL_MAX && e && !wpool_name(name, sizeof name, id) &&
 	    rename(path, name) == 0) {
@@ -253,7 +253,7 @@ void shm_wake_exit(void)
 	pthread_mutex_lock(&wpool_mu);
 	if (wpool_pid == shunt_pid()) {
 		for (unsigned i = 0; i < wpool_n; i++) {
-			char name[SHM_PATH_MAX];
+			char name[SHUNT_PATH_MAX];
 			if (!wpool_name(name, sizeof name, wpool[i].id))
 				unlink(name);
 		}

@@ -120,8 +120,8 @@ static int registered(const char *rundir, unsigned port)
 		return 0;
 	int found = 0;
 	for (struct dirent *de; !found && (de = readdir(d));) {
-		struct shm_regname r;
-		found = shm_regname_parse(de->d_name, &r) == 0 && r.port == port;
+		struct shunt_regname r;
+		found = shunt_regname_parse(de->d_name, &r) == 0 && r.port == port;
 	}
 	closedir(d);
 	return found;

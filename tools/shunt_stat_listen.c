@@ -26,7 +26,7 @@
 #define MAX_HOLDERS 16
 
 struct listener {
-	struct shm_regname r;
+	struct shunt_regname r;
 	char local[64];
 	unsigned uid;
 	int live;
@@ -83,7 +83,7 @@ static void comm_of(long pid, char *buf, size_t len)
 /* One entry of l/: 0 with *l filled, -1 when it is not a registry entry. */
 static int read_entry(int dirfd, const char *name, struct listener *l)
 {
-	if (shm_regname_parse(name, &l->r) != 0)
+	if (shunt_regname_parse(name, &l->r) != 0)
 		return -1;
 	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;

@@ -19,6 +19,7 @@
 #include "config/shunt_config.h"
 #include "config/shunt_rundir_path.h"
 #include "core/shunt_reason.h"
+#include "core/shunt_rundir_layout.h"
 
 /* A file without a header this old is not one being created: stale. */
 #define CREATING_GRACE_S 10
@@ -92,7 +93,7 @@ int shunt_stats_rundir_why(const char *override, char *out, size_t outlen, char 
 	 * exists and is acceptable is the library's. */
 	for (int i = 0; i < n; i++) {
 		char sub[SHUNT_STATS_DIR_MAX + 4];
-		snprintf(sub, sizeof sub, "%s/s", cand[i]);
+		snprintf(sub, sizeof sub, "%s/%s", cand[i], shunt_room_dir(SHUNT_ROOM_STATS));
 		int exists = lstat(cand[i], &st) == 0;
 		if (exists && shunt_rundir_acceptable(&st, euid) && lstat(sub, &st) == 0 &&
 		    shunt_rundir_acceptable(&st, euid)) {
@@ -220,7 +221,7 @@ int shunt_stats_scan(const char *rundir, int flags,
 	char dir[SHUNT_STATS_DIR_MAX + 4], path[SHUNT_STATS_DIR_MAX + 32];
 	if (removed)
 		*removed = 0;
-	snprintf(dir, sizeof dir, "%s/s", rundir);
+	snprintf(dir, sizeof dir, "%s/%s", rundir, shunt_room_dir(SHUNT_ROOM_STATS));
 	DIR *d = opendir(dir);
 	if (!d)
 		return errno == ENOENT ? 0 : -1;

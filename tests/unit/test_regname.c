@@ -21,11 +21,11 @@ static void v6(const char *ip, uint8_t a[16])
 
 static void round_trip(const uint8_t a[16], unsigned long ns, unsigned port, const char *want)
 {
-	char name[SHM_REGNAME_MAX];
-	struct shm_regname r;
-	shm_regname_format(name, sizeof(name), ns, a, port);
+	char name[SHUNT_REGNAME_MAX];
+	struct shunt_regname r;
+	shunt_regname_format(name, sizeof(name), ns, a, port);
 	cr_assert_str_eq(name, want);
-	cr_assert_eq(shm_regname_parse(name, &r), 0, "%s", name);
+	cr_assert_eq(shunt_regname_parse(name, &r), 0, "%s", name);
 	cr_assert_eq(r.port, port);
 	cr_assert_eq(r.any, shunt_addr16_any(a));
 	if (!r.any)
@@ -64,7 +64,7 @@ Test(regname, rejects_what_format_never_writes)
 		"n7-00000000000000000000000000000000-5",    /* any is spelt "any" */
 		"n99999999999999999999999-any-5",
 	};
-	struct shm_regname r;
+	struct shunt_regname r;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_expect_eq(shm_regname_parse(bad[i], &r), -1, "'%s' accepted", bad[i]);
+		cr_expect_eq(shunt_regname_parse(bad[i], &r), -1, "'%s' accepted", bad[i]);
 }
