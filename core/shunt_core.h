@@ -57,6 +57,13 @@ int shunt_active(void);
 /* The program name rules are matched against. */
 const char *shunt_prog(void);
 
+#ifdef SHUNT_NO_INTERPOSE
+/* A program of its own (shuntd, see shunt_real.h) has no fork wrapper. */
+static inline pid_t shunt_pid(void)
+{
+	return getpid();
+}
+#else
 /* getpid(), kept by the fork() wrapper: it is asked on every connection
  * and each call is a system call (a microsecond on these VMs).  A child
  * made behind shunt's back (a raw clone) asks the kernel. */
@@ -66,6 +73,7 @@ static inline pid_t shunt_pid(void)
 	pid_t p = __atomic_load_n(&shunt_self, __ATOMIC_RELAXED);
 	return p ? p : getpid();
 }
+#endif
 
 /* fork(): connections that become shared are told; in the child, every
  * process-wide part of shunt becomes the child's own (its pid, counters,

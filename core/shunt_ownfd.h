@@ -19,6 +19,24 @@
 #ifndef SHUNT_OWNFD_H
 #define SHUNT_OWNFD_H
 
+#ifdef SHUNT_NO_INTERPOSE
+#include <unistd.h>
+
+/* In a program of its own (shuntd) shunt's fds are its program's. */
+static inline int shunt_fd_own(int fd, int *owner)
+{
+	if (owner && fd >= 0)
+		*owner = fd;
+	return fd;
+}
+
+static inline void shunt_fd_release(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+#else
+
 /* Take fd as shunt's own; returns its (possibly new) number, also stored in
  * *owner if owner is not NULL.  -1 if fd < 0. */
 int shunt_fd_own(int fd, int *owner);
@@ -40,5 +58,7 @@ void shunt_fd_borrowed_after_fork(void);
 
 /* close_range(lo, hi) without the numbers that are shunt's own. */
 int shunt_fd_close_range(unsigned lo, unsigned hi, int flags);
+
+#endif /* SHUNT_NO_INTERPOSE */
 
 #endif

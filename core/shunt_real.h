@@ -18,6 +18,12 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#ifdef SHUNT_NO_INTERPOSE
+/* core built into a program of its own (shuntd): nothing is interposed,
+ * libc's functions are the real ones. */
+#define REAL(name) (name)
+#else
+
 /* X(return type, name, (parameters), (arguments)) for every non-variadic call. */
 #define SHUNT_REAL_FUNCS(X)                                                          \
 	X(int, socket, (int domain, int type, int proto), (domain, type, proto))        \
@@ -131,5 +137,7 @@ extern struct shunt_real shunt_real;
 
 /* Resolve every symbol.  Idempotent and thread-safe; does no I/O. */
 void shunt_real_init(void);
+
+#endif /* SHUNT_NO_INTERPOSE */
 
 #endif

@@ -16,7 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/shunt_transport.h"
 #include "fabric/fab_rdv.h"
+
+/* The probe drives the agent exchange only: no transport takes
+ * connections in this program. */
+const struct shunt_transport_ops *const shunt_transports[] = {NULL};
 
 static int sockaddr_of(const char *ip, const char *port, struct sockaddr_storage *ss,
 		       socklen_t *len)
