@@ -66,7 +66,7 @@ void fab_kick(struct fab_conn *c, int role)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&c->waiters[role], __ATOMIC_RELAXED) && c->kick[role] >= 0) {
 		uint64_t one = 1;
-		if (write(c->kick[role], &one, sizeof one) < 0) {
+		if (REAL(write)(c->kick[role], &one, sizeof one) < 0) {
 			/* full counter: a wakeup is pending anyway */
 		}
 	}
@@ -763,7 +763,7 @@ void fab_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, in
 		}
 		for (int r = 0; r < 2; r++) {
 			uint64_t v;
-			if (fds[i].fd == c->kick[r] && read(c->kick[r], &v, sizeof v) < 0) {
+			if (fds[i].fd == c->kick[r] && REAL(read)(c->kick[r], &v, sizeof v) < 0) {
 				/* another waiter of the role drained it */
 			}
 		}

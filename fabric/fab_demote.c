@@ -54,7 +54,7 @@ static void take_tcp(struct fab_conn *c, int fd)
 	for (;;) {
 		int avail = 0;
 		uint64_t used = c->rx_limit - c->rx_consumed;
-		if (used >= c->ring || ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0)
+		if (used >= c->ring || REAL(ioctl)(fd, FIONREAD, &avail) < 0 || avail <= 0)
 			return;
 		uint64_t off = c->rx_limit & (c->ring - 1), n = c->ring - used;
 		if (n > c->ring - off)

@@ -106,7 +106,7 @@ static void rearm(struct fab_conn *c)
 	int fd = c->wait_fd;
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
 	if (fd >= 0)
-		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+		REAL(epoll_ctl)(epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
 static void later_add(struct fab_conn *c, uint64_t at)
@@ -147,7 +147,7 @@ static void relayed(uint64_t now)
 		char raw[4096];
 	} u;
 	for (;;) {
-		ssize_t n = read(inofd, u.raw, sizeof u.raw);
+		ssize_t n = REAL(read)(inofd, u.raw, sizeof u.raw);
 		if (n <= 0)
 			return;
 		for (char *p = u.raw; p < u.raw + n;) {
@@ -175,14 +175,14 @@ static void *watch_thread(void *arg)
 			if (ms < 0 || d < ms)
 				ms = d;
 		}
-		int n = epoll_wait(epfd, ev, 64, ms);
+		int n = REAL(epoll_wait)(epfd, ev, 64, ms);
 		if (n < 0 && errno != EINTR)
 			return NULL;
 		for (int i = 0; i < n; i++) {
 			struct fab_conn *c = ev[i].data.ptr;
 			if (ev[i].data.ptr == TAG_WAKE) {
 				uint64_t v;
-				if (read(wakefd, &v, sizeof v) < 0) {
+				if (REAL(read)(wakefd, &v, sizeof v) < 0) {
 					/* drained by an earlier wakeup */
 				}
 				pthread_mutex_lock(&mu);
@@ -239,13 +239,13 @@ static int start_locked(void)
 	shunt_fd_release(inofd);
 	epfd = wakefd = inofd = -1;
 	nlater = nsoon = 0;
-	int fd = epoll_create1(EPOLL_CLOEXEC);
+	int fd = REAL(epoll_create1)(EPOLL_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	epfd = shunt_fd_own(fd, &epfd);
 	wakefd = shunt_fd_own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), &wakefd);
 	struct epoll_event we = {.events = EPOLLIN, .data.ptr = TAG_WAKE};
-	if (wakefd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &we) < 0)
+	if (wakefd < 0 || REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, wakefd, &we) < 0)
 		return -1;
 	/* Relayed positions (docs/ARCHITECTURE.md): without inotify they are
 	 * still found, by the connection's own steps. */
@@ -256,7 +256,7 @@ static int start_locked(void)
 		inofd = shunt_fd_own(inotify_init1(IN_CLOEXEC | IN_NONBLOCK), &inofd);
 		struct epoll_event ie = {.events = EPOLLIN, .data.ptr = TAG_RELAY};
 		if (inofd >= 0 && (inotify_add_watch(inofd, dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0 ||
-				   epoll_ctl(epfd, EPOLL_CTL_ADD, inofd, &ie) < 0)) {
+				   REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, inofd, &ie) < 0)) {
 			shunt_fd_release(inofd);
 			inofd = -1;
 		}
@@ -278,7 +278,7 @@ void fab_watch_add(struct fab_conn *c)
 	int ok = start_locked() == 0;
 	pthread_mutex_unlock(&mu);
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
-	if (!ok || epoll_ctl(epfd, EPOLL_CTL_ADD, c->wait_fd, &ev) < 0)
+	if (!ok || REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, c->wait_fd, &ev) < 0)
 		SHUNT_DEBUG("fabric: fd=%d not watched: %s", c->base.fd,
 			    ok ? "epoll_ctl failed" : "no watcher thread");
 }
@@ -291,7 +291,7 @@ void fab_watch_demoting(struct fab_conn *c)
 		soon[nsoon++] = c;
 	pthread_mutex_unlock(&mu);
 	uint64_t one = 1;
-	if (ok && write(wakefd, &one, sizeof one) < 0) {
+	if (ok && REAL(write)(wakefd, &one, sizeof one) < 0) {
 		/* a wakeup is pending anyway */
 	}
 }
