@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/shunt_rundir_layout.h"
+#include "core/shunt_sweep.h"
 #include "core/shunt_tuple.h"
 #include "shuntd.h"
 
@@ -176,80 +177,48 @@ int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned 
 
 /* ---- sweeping -------------------------------------------------------------------- */
 
-static void sweep_registry(const char *dir)
+/* l/: entries whose lock is free (their listener is gone). */
+static int sweep_registry(const char *path, const char *name, void *arg)
 {
-	DIR *d = opendir(dir);
-	for (int n = 0; d && n < SWEEP_MAX; n++) {
-		struct dirent *de = readdir(d);
-		if (!de)
-			break;
-		if (de->d_name[0] == '.')
-			continue;
-		int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-		if (fd < 0)
-			continue;
-		/* Every listener holds LOCK_SH while it lives; a listener
-		 * racing us re-checks the inode after locking (shm_registry.c
-		 * hold()), so removing a free entry is safe. */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), de->d_name, 0) == 0) {
-			shuntd.n.swept[SW_REGISTRY]++;
-			SHUNTD_DEBUG("swept stale registry entry %s", de->d_name);
-		}
-		close(fd);
+	(void)arg;
+	if (name[0] == '.')
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	/* Every listener holds LOCK_SH while it lives; a listener racing us
+	 * re-checks the inode after locking (core/shunt_registry.c hold()), so
+	 * removing a free entry is safe. */
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0) {
+		shuntd.n.swept[SW_REGISTRY]++;
+		SHUNTD_DEBUG("swept stale registry entry %s", name);
 	}
-	if (d)
-		closedir(d);
+	close(fd);
+	return 0;
 }
 
-static void sweep_offers(const char *dir, time_t now)
+/* Filed frames (and their temporary names) past their age. */
+static int sweep_filed(const char *path, const char *name, void *arg)
 {
-	DIR *d = opendir(dir);
-	for (int n = 0; d && n < SWEEP_MAX; n++) {
-		struct dirent *de = readdir(d);
-		if (!de)
-			break;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		time_t max = de->d_name[0] == '.' ? TMP_MAX_AGE_S : OFFER_MAX_AGE_S;
-		if (now - st.st_mtime > max && unlinkat(dirfd(d), de->d_name, 0) == 0)
-			shuntd.n.swept[SW_OFFER]++;
-	}
-	if (d)
-		closedir(d);
+	time_t now = *(time_t *)arg;
+	struct stat st;
+	time_t max = name[0] == '.' ? TMP_MAX_AGE_S : OFFER_MAX_AGE_S;
+	if (lstat(path, &st) == 0 && now - st.st_mtime > max && unlink(path) == 0)
+		shuntd.n.swept[SW_OFFER]++;
+	return 0;
 }
 
-/* o/: wake sockets nobody has bound any more (a datagram to them is
- * refused), as shm_sweep.c does in each process.  Ring files are left to the
- * shims' own sweep, which knows their formats and lifetimes. */
-static void sweep_shm(const char *dir)
+/* o/: wake sockets nobody has bound any more, as shm_sweep.c does in each
+ * process.  Ring files are left to the shims' own sweep, which knows their
+ * formats and lifetimes. */
+static int sweep_socket(const char *path, const char *name, void *arg)
 {
-	DIR *d = opendir(dir);
-	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	for (int n = 0; d && s >= 0 && n < SWEEP_MAX; n++) {
-		struct dirent *de = readdir(d);
-		if (!de)
-			break;
-		if (de->d_name[0] == '.')
-			continue;
-		struct sockaddr_un a = {.sun_family = AF_UNIX};
-		if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, de->d_name) >=
-		    sizeof a.sun_path)
-			continue;
-		struct stat st;
-		char b = 0;
-		if (lstat(a.sun_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-		    sendto(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
-			   sizeof a) < 0 &&
-		    errno == ECONNREFUSED && unlink(a.sun_path) == 0)
-			shuntd.n.swept[SW_SHM]++;
-	}
-	if (s >= 0)
-		close(s);
-	if (d)
-		closedir(d);
+	int s = *(int *)arg;
+	struct stat st;
+	if (name[0] != '.' && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    shunt_socket_stale(s, path) && unlink(path) == 0)
+		shuntd.n.swept[SW_SHM]++;
+	return 0;
 }
 
 void rundir_sweep(struct ev_loop *el, void *data)
@@ -257,13 +226,16 @@ void rundir_sweep(struct ev_loop *el, void *data)
 	char dir[300];
 	time_t now = time(NULL);
 	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_LISTEN, NULL))
-		sweep_registry(dir);
+		shunt_sweep_dir(dir, SWEEP_MAX, sweep_registry, NULL);
 	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_FILED, NULL))
-		sweep_offers(dir, now);
+		shunt_sweep_dir(dir, SWEEP_MAX, sweep_filed, &now);
 	/* Relayed positions nobody took (the connection ended) age the same. */
 	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_RELAY, NULL))
-		sweep_offers(dir, now);
-	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_OFFER, NULL))
-		sweep_shm(dir);
+		shunt_sweep_dir(dir, SWEEP_MAX, sweep_filed, &now);
+	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s >= 0 && !shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_OFFER, NULL))
+		shunt_sweep_dir(dir, SWEEP_MAX, sweep_socket, &s);
+	if (s >= 0)
+		close(s);
 	metrics_scan();
 }

@@ -4,9 +4,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
+#include "shunt_iov.h"
 #include "shunt_listen.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
@@ -15,6 +21,29 @@
 const char *shunt_conn_name(const struct shunt_conn *c)
 {
 	return c->ops->transport ? c->ops->transport->name : "spill";
+}
+
+void *shunt_conn_alloc(struct shunt_conn_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	struct shunt_conn *c = __atomic_load_n(&p->head, __ATOMIC_ACQUIRE);
+	while (c && !__atomic_compare_exchange_n(&p->head, &c, c->pool_next, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+		;
+	pthread_mutex_unlock(&p->mu);
+	if (!c)
+		return calloc(1, p->size);
+	memset((char *)c + sizeof c->ops, 0, p->size - sizeof c->ops);
+	return c;
+}
+
+void shunt_conn_recycle(struct shunt_conn_pool *p, struct shunt_conn *c)
+{
+	struct shunt_conn *head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
+	do
+		c->pool_next = head;
+	while (!__atomic_compare_exchange_n(&p->head, &head, c, 1, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
 }
 
 void shunt_conn_put(struct shunt_conn *c)
@@ -319,6 +348,39 @@ int shunt_tcp_peek(struct shunt_conn *c)
 		return 0;
 	}
 	return errno == EAGAIN || errno == EINTR ? -2 : -1;
+}
+
+int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *total)
+{
+	if (m->msg_iovlen > SHUNT_IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (flags & MSG_OOB) {
+		errno = EINVAL;
+		return -1;
+	}
+	*total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
+	m->msg_flags = 0;
+	m->msg_controllen = 0;
+	if (m->msg_name)
+		m->msg_namelen = 0;
+	return *total && !c->rd_shut;
+}
+
+int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unsent)
+{
+	uint64_t n;
+	if (req == FIONREAD)
+		n = unread;
+	else if (req == SIOCOUTQ)
+		n = unsent;
+	else {
+		errno = ENOTTY;
+		return -1;
+	}
+	*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
+	return 0;
 }
 
 void shunt_conn_send_fin(struct shunt_conn *c)

@@ -23,6 +23,7 @@
 #define SHUNT_CONN_H
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -109,7 +110,26 @@ struct shunt_conn {
 			      on TCP (atomic exchange) */
 	uint64_t offer_deadline; /* client, offered: give up at (ms) */
 	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
+	struct shunt_conn *pool_next; /* in its pool while dead */
 };
+
+/* Connection objects are recycled, never returned to malloc: a racing
+ * shunt_conn_get() may touch one after it died, and finds refs 0 (memory
+ * stays of its type, as with SLAB_TYPESAFE_BY_RCU).  One pool per kind of
+ * object. */
+struct shunt_conn_pool {
+	struct shunt_conn *head;
+	pthread_mutex_t mu;  /* taken by gets only: makes the pop safe from ABA */
+	size_t size;         /* of the objects */
+};
+#define SHUNT_CONN_POOL(type) {NULL, PTHREAD_MUTEX_INITIALIZER, sizeof(type)}
+
+/* An object of the pool's kind, zeroed but for its ops (refs is 0 until
+ * the connection is settled), or NULL. */
+void *shunt_conn_alloc(struct shunt_conn_pool *p);
+/* Back to the pool (ops->free's last step).  Lock-free: the last put of a
+ * connection may run in any thread, a signal handler's included. */
+void shunt_conn_recycle(struct shunt_conn_pool *p, struct shunt_conn *c);
 
 /* The transport's name, or "spill". */
 const char *shunt_conn_name(const struct shunt_conn *c);
@@ -191,6 +211,17 @@ void shunt_conn_foreach(const struct shunt_transport_ops *t,
  * (c->tcp_eof is set), -1 an error (errno), -2 nothing yet or the number
  * was closed in another thread. */
 int shunt_tcp_peek(struct shunt_conn *c);
+
+/* The start of every recvmsg: m checked (more than SHUNT_IOV_MAX entries:
+ * EMSGSIZE; MSG_OOB, which a ring does not carry: EINVAL), what a stream
+ * never returns cleared (name, control, flags), *total bytes asked.  1: go
+ * on; 0: return 0 (nothing asked, or SHUT_RD here); -1: return -1. */
+int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *total);
+
+/* An ioctl a transport answers from its own counts: FIONREAD (unread) and
+ * SIOCOUTQ (unsent) into *(int *)arg, clamped; any other request -1/ENOTTY
+ * (the kernel answers it). */
+int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unsent);
 
 /* Send the FIN a shutdown(SHUT_WR) deferred, once (c is on TCP now). */
 void shunt_conn_send_fin(struct shunt_conn *c);

@@ -14,13 +14,15 @@
 #include "shunt_real.h"
 #include "shunt_ownfd.h"
 
-static int log_fd = -1;
-static pid_t log_pid;
+static struct shunt_proc_fd log_file = SHUNT_PROC_FD_INIT;
 
 static const char *level_name[] = {"error", "warn", "info", "debug"};
 
-static int open_log(const char *pattern, pid_t pid)
+/* The file of log_file's pattern for this process; a new fd or -1. */
+static int open_log(void *arg)
 {
+	const char *pattern = arg;
+	pid_t pid = getpid();
 	char path[PATH_MAX];
 	size_t o = 0;
 	for (const char *p = pattern; *p && o + 1 < sizeof path; p++) {
@@ -38,10 +40,7 @@ static int open_log(const char *pattern, pid_t pid)
 		}
 	}
 	path[o] = 0;
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	/* Out of the low numbers (some daemons expect open() to return 0-2
-	 * after closing stdio) and out of the application's reach. */
-	return shunt_fd_own(fd, NULL);
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 /* stderr is only written when it is not a socket (an inetd-style server has
@@ -60,27 +59,11 @@ static int target(void)
 	const struct shunt_config *c = shunt_config();
 	if (!c->log_file[0])
 		return stderr_usable() ? 2 : -1;
-	pid_t pid = getpid();
-	int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
-	if (fd >= 0 && __atomic_load_n(&log_pid, __ATOMIC_RELAXED) == pid)
-		return fd;
-	int nfd = open_log(c->log_file, pid);
-	if (nfd < 0)
-		return stderr_usable() ? 2 : -1;
-	if (!__atomic_compare_exchange_n(&log_fd, &fd, nfd, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		shunt_fd_release(nfd);
-		return fd;
-	}
-	/* Should the application dup2 onto it, shunt moves it and says here. */
-	struct shunt_fd *e = shunt_fd_peek(nfd);
-	if (e)
-		e->owner = &log_fd;
-	/* A child after fork: the inherited fd is the parent's file. */
-	if (fd >= 0)
-		shunt_fd_release(fd);
-	__atomic_store_n(&log_pid, pid, __ATOMIC_RELAXED);
-	return nfd;
+	/* One of shunt's own: out of the low numbers (some daemons expect
+	 * open() to return 0-2 after closing stdio) and out of the
+	 * application's reach; a child after fork opens its own file. */
+	int fd = shunt_proc_fd(&log_file, getpid(), open_log, (void *)c->log_file);
+	return fd >= 0 ? fd : stderr_usable() ? 2 : -1;
 }
 
 void shunt_log(enum shunt_log_level lvl, const char *fmt, ...)

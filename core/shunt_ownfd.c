@@ -177,3 +177,26 @@ int shunt_fd_close_range(unsigned lo, unsigned hi, int flags)
 		return 0;
 	return REAL(close_range)(start, hi, flags);
 }
+
+int shunt_proc_fd(struct shunt_proc_fd *p, pid_t self, int (*make)(void *), void *arg)
+{
+	int fd = __atomic_load_n(&p->fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && __atomic_load_n(&p->pid, __ATOMIC_RELAXED) == self)
+		return fd;
+	int nfd = shunt_fd_own(make(arg), NULL);
+	if (nfd < 0)
+		return -1;
+	if (!__atomic_compare_exchange_n(&p->fd, &fd, nfd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		shunt_fd_release(nfd); /* another thread made it first */
+		return fd;
+	}
+	/* Should the application dup2 onto it, shunt moves it and says here. */
+	struct shunt_fd *e = shunt_fd_peek(nfd);
+	if (e)
+		e->owner = &p->fd;
+	if (fd >= 0)
+		shunt_fd_release(fd);
+	__atomic_store_n(&p->pid, self, __ATOMIC_RELAXED);
+	return nfd;
+}

@@ -19,6 +19,8 @@
 #ifndef SHUNT_OWNFD_H
 #define SHUNT_OWNFD_H
 
+#include <sys/types.h>
+
 #ifdef SHUNT_NO_INTERPOSE
 #include <unistd.h>
 
@@ -58,6 +60,17 @@ void shunt_fd_borrowed_after_fork(void);
 
 /* close_range(lo, hi) without the numbers that are shunt's own. */
 int shunt_fd_close_range(unsigned lo, unsigned hi, int flags);
+
+/* One fd of shunt's own per process (the log file, the wakeup sender),
+ * made on first use by make(arg): the number and the process it belongs
+ * to.  A forked child makes its own and closes the copy it inherited (the
+ * parent's file).  Returns the fd, or -1 when make() fails. */
+struct shunt_proc_fd {
+	int fd;
+	pid_t pid;
+};
+#define SHUNT_PROC_FD_INIT {-1, 0}
+int shunt_proc_fd(struct shunt_proc_fd *p, pid_t self, int (*make)(void *), void *arg);
 
 #endif /* SHUNT_NO_INTERPOSE */
 

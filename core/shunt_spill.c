@@ -43,7 +43,6 @@ struct spill_conn {
 	struct spill_hdr *h;
 	size_t map_len;
 	int memfd;
-	struct spill_conn *next; /* free pool */
 };
 
 /* Held for a copy only; a process killed inside it would leave the bytes
@@ -67,23 +66,14 @@ static uint64_t avail(struct spill_conn *c)
 	       __atomic_load_n(&c->h->consumed, __ATOMIC_ACQUIRE);
 }
 
-/* ---- objects: recycled, never freed (shunt_conn_get may read a dead one) -- */
+/* ---- objects -------------------------------------------------------------- */
 
 static const struct shunt_conn_ops spill_ops;
-static struct spill_conn *pool;
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct spill_conn);
 
 static struct spill_conn *conn_new(void)
 {
-	pthread_mutex_lock(&pool_mu);
-	struct spill_conn *c = pool;
-	if (c)
-		pool = c->next;
-	pthread_mutex_unlock(&pool_mu);
-	if (!c)
-		c = calloc(1, sizeof *c);
-	else
-		memset((char *)c + sizeof c->base.ops, 0, sizeof *c - sizeof c->base.ops);
+	struct spill_conn *c = shunt_conn_alloc(&pool);
 	if (!c)
 		return NULL;
 	c->base.ops = &spill_ops;
@@ -99,10 +89,7 @@ static void conn_release(struct spill_conn *c)
 	if (c->memfd >= 0)
 		shunt_fd_release(c->memfd);
 	c->memfd = -1;
-	pthread_mutex_lock(&pool_mu);
-	c->next = pool;
-	pool = c;
-	pthread_mutex_unlock(&pool_mu);
+	shunt_conn_recycle(&pool, &c->base);
 }
 
 /* ---- the data path --------------------------------------------------------- */

@@ -1,7 +1,7 @@
 #include "shunt_stats.h"
+#include "shunt_sweep.h"
 #include "shunt_tuple.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -38,35 +38,34 @@ static uint64_t realtime_ns(void)
 
 /* Files of processes that died (their lock is gone) are removed by the next
  * process that creates its own: a bounded sweep, once per process. */
+static int sweep_one(const char *path, const char *name, void *arg)
+{
+	int *removed = arg;
+	if (name[0] == '.')
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	/* Free lock and a header: its owner died.  A file without a magic may
+	 * be one another process is creating (it locks, then writes the
+	 * header). */
+	uint32_t magic = 0;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+	    pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+	    magic == SHUNT_STATS_MAGIC) {
+		unlink(path);
+		++*removed;
+	}
+	REAL(close)(fd);
+	return *removed >= 64;
+}
+
 static void sweep(const char *rd)
 {
-	char dir[SHUNT_PATH_MAX], path[SHUNT_PATH_MAX];
-	if (shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_STATS, NULL) < 0)
-		return;
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
+	char dir[SHUNT_PATH_MAX];
 	int removed = 0;
-	for (struct dirent *de; removed < 64 && (de = readdir(d));) {
-		if (de->d_name[0] == '.' ||
-		    snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
-			continue;
-		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		/* Free lock and a header: its owner died.  A file without a
-		 * magic may be one another process is creating (it locks,
-		 * then writes the header). */
-		uint32_t magic = 0;
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-		    pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-		    magic == SHUNT_STATS_MAGIC) {
-			unlink(path);
-			removed++;
-		}
-		REAL(close)(fd);
-	}
-	closedir(d);
+	if (shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_STATS, NULL) == 0)
+		shunt_sweep_dir(dir, ~0u, sweep_one, &removed);
 }
 
 /* The file of this process; a child after fork makes its own. */

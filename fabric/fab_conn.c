@@ -39,21 +39,11 @@ void fab_unlock(struct fab_conn *c)
 	__atomic_store_n(&c->lock, 0, __ATOMIC_RELEASE);
 }
 
-/* Recycled, never freed: a racing shunt_conn_get() may read a dead one. */
-static struct fab_conn *pool;
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct fab_conn);
 
 struct fab_conn *fab_conn_new(int client)
 {
-	pthread_mutex_lock(&pool_mu);
-	struct fab_conn *c = pool;
-	if (c)
-		pool = c->next;
-	pthread_mutex_unlock(&pool_mu);
-	if (!c)
-		c = calloc(1, sizeof *c);
-	else
-		memset((char *)c + sizeof c->base.ops, 0, sizeof *c - sizeof c->base.ops);
+	struct fab_conn *c = shunt_conn_alloc(&pool);
 	if (!c)
 		return NULL;
 	c->base.ops = &fab_conn_ops;
@@ -94,6 +84,7 @@ struct fab_buf {
 	pid_t pid;
 };
 static struct fab_buf idle_bufs[FAB_IDLE_BUFS];
+static pthread_mutex_t bufs_mu = PTHREAD_MUTEX_INITIALIZER;
 static int n_idle_bufs;
 static size_t idle_bytes;
 
@@ -102,7 +93,7 @@ static int buf_take(struct fab_conn *c, struct fid_domain *d)
 {
 	int got = 0;
 	pid_t me = getpid();
-	pthread_mutex_lock(&pool_mu);
+	pthread_mutex_lock(&bufs_mu);
 	for (int i = n_idle_bufs - 1; i >= 0 && !got; i--) {
 		struct fab_buf *b = &idle_bufs[i];
 		if (b->pid != me) {
@@ -121,7 +112,7 @@ static int buf_take(struct fab_conn *c, struct fid_domain *d)
 		idle_bufs[i] = idle_bufs[--n_idle_bufs];
 		got = 1;
 	}
-	pthread_mutex_unlock(&pool_mu);
+	pthread_mutex_unlock(&bufs_mu);
 	return got;
 }
 
@@ -129,13 +120,13 @@ static int buf_take(struct fab_conn *c, struct fid_domain *d)
 static int buf_keep(struct fab_conn *c, struct fid_domain *d)
 {
 	int kept = 0;
-	pthread_mutex_lock(&pool_mu);
+	pthread_mutex_lock(&bufs_mu);
 	if (n_idle_bufs < FAB_IDLE_BUFS && idle_bytes + c->buf_len <= FAB_IDLE_BYTES && d) {
 		idle_bufs[n_idle_bufs++] = (struct fab_buf){c->buf, c->buf_len, c->mr, d, c->pid};
 		idle_bytes += c->buf_len;
 		kept = 1;
 	}
-	pthread_mutex_unlock(&pool_mu);
+	pthread_mutex_unlock(&bufs_mu);
 	return kept;
 }
 
@@ -145,13 +136,13 @@ static int buf_drain(void)
 	struct fab_buf v[FAB_IDLE_BUFS];
 	int n = 0;
 	pid_t me = getpid();
-	pthread_mutex_lock(&pool_mu);
+	pthread_mutex_lock(&bufs_mu);
 	for (int i = 0; i < n_idle_bufs; i++)
 		if (idle_bufs[i].pid == me)
 			v[n++] = idle_bufs[i];
 	n_idle_bufs = 0;
 	idle_bytes = 0;
-	pthread_mutex_unlock(&pool_mu);
+	pthread_mutex_unlock(&bufs_mu);
 	for (int i = 0; i < n; i++) {
 		fi_close(&v[i].mr->fid);
 		munmap(v[i].buf, v[i].len);
@@ -191,10 +182,7 @@ void fab_conn_release(struct fab_conn *c)
 	if (c->buf && owner)
 		munmap(c->buf, c->buf_len);
 	c->buf = NULL;
-	pthread_mutex_lock(&pool_mu);
-	c->next = pool;
-	pool = c;
-	pthread_mutex_unlock(&pool_mu);
+	shunt_conn_recycle(&pool, &c->base);
 }
 
 /* Rings, their registration and the CQ: before the endpoint, so a client
@@ -278,7 +266,7 @@ void fab_reset_tcp(struct fab_conn *c)
 		struct sockaddr sa = {.sa_family = AF_UNSPEC};
 		REAL(connect)(fd, &sa, sizeof sa);
 	}
-	SHUNT_WARN("fabric: fd=%d reset: the endpoint failed and no exact switch to TCP "
+	SHUNT_WARN("fabric: fd=%d reset: the endpoint failed and no exact demotion to TCP "
 		   "was possible",
 		   fd);
 }
@@ -306,30 +294,30 @@ static void fab_close(struct shunt_conn *base)
 	int st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	if (st == FAB_OFFERED || st == FAB_DECLINED) {
 		/* Never up: TCP keeps the bytes for the server's accept(). */
-		fab_give_up_locked(c);
+		fab_demote_offer_locked(c);
 	} else if (st == FAB_DEMOTING) {
 		/* Leaving already: finish, so what we staged reaches the peer. */
-		fab_switch_locked(c, 0);
+		fab_demote_now_locked(c, 0);
 	} else if (st == FAB_UP) {
 		/* Say goodbye after the last bytes, and wait until they are in
 		 * the peer's memory: nothing of ours survives our exit. */
-		fab_progress_locked(c);
+		fab_cq_drain_locked(c);
 		uint64_t end = shunt_now_ms() + 2000;
 		if (exit_deadline && end > exit_deadline)
 			end = exit_deadline;
 		while (c->tx_posted != c->tx_head && !c->got_demote && !c->failed &&
 		       shunt_now_ms() < end) {
 			fab_flush(c);
-			fab_progress_locked(c);
+			fab_cq_drain_locked(c);
 		}
 		if (c->got_demote || c->failed) {
-			fab_switch_locked(c, c->got_demote ? SHUNT_R_PEER_DEMOTED
+			fab_demote_now_locked(c, c->got_demote ? SHUNT_R_PEER_DEMOTED
 							   : SHUNT_R_PROVIDER_ERROR);
 		} else if (fab_post_imm(c, FAB_IMM_CLOSE, c->tx_head) == 0) {
 			c->base.fin_pending = 0;
 			struct fid *cqf = &c->cq->fid;
 			for (unsigned spins = 0; c->tx_inflight && !c->failed && shunt_now_ms() < end; spins++) {
-				if (fab_progress_locked(c) || spins < 64)
+				if (fab_cq_drain_locked(c) || spins < 64)
 					continue;
 				/* Sleep on the CQ's fd: the peer's provider needs a core to answer. */
 				struct fid_fabric *fab = fab_fabric();

@@ -7,18 +7,17 @@
  * CQ data (type, end position); the reader copies them out of its rx ring
  * and returns credits (its consumed position) as zero-byte writes with CQ
  * data.  A byte stays in the writer's tx ring until a credit covers it, so
- * a demotion can resend it over TCP.
+ * a demotion can replay it over TCP.
  *
  * Leaving the fabric (DESIGN: docs/ARCHITECTURE.md, "Fabric demotion"):
  * each end stops consuming at rx_consumed, sends DEMOTE(rx_consumed) as its
  * last message and then reads the socket; when the peer's DEMOTE(p)
- * arrives it resends over TCP its tx bytes from p on, then writes only to
+ * arrives it replays over TCP its tx bytes from p on, then writes only to
  * the socket.  The position comes from the receiver, which knows exactly
  * what it has delivered, never from a credit, which may lag: nothing is
  * sent twice, nothing skipped. */
 #include <errno.h>
 #include <limits.h>
-#include <linux/sockios.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -27,13 +26,13 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "core/shunt_iov.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 
-#define MAX_IOV 1024
 #define CHUNK ((uint64_t)256 << 10)
 
 static inline int state_of(struct fab_conn *c)
@@ -72,10 +71,10 @@ void fab_kick(struct fab_conn *c, int role)
 	}
 }
 
-/* Read the CQ.  full: on to -FI_EAGAIN, so the provider's progress runs
+/* Read the CQ (lock held): 1 if anything moved.  full: on to -FI_EAGAIN, so the provider's progress runs
  * once more after the last entry (what the control paths want: everything
  * the provider can show now).  Otherwise stop at a short read: see below. */
-static int progress(struct fab_conn *c, int full)
+static int cq_read(struct fab_conn *c, int full)
 {
 	struct fi_cq_data_entry ent[16];
 	int moved = 0;
@@ -185,9 +184,9 @@ static int progress(struct fab_conn *c, int full)
 	}
 }
 
-int fab_progress_locked(struct fab_conn *c)
+int fab_cq_drain_locked(struct fab_conn *c)
 {
-	return progress(c, 1);
+	return cq_read(c, 1);
 }
 
 /* A zero-byte write carrying only CQ data.  -1 when it cannot be posted.
@@ -219,7 +218,7 @@ int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
 				return -1;
 			}
 		}
-		fab_progress_locked(c);
+		fab_cq_drain_locked(c);
 		if (c->failed == 2)
 			return -1;
 	}
@@ -277,7 +276,7 @@ void fab_flush(struct fab_conn *c)
 					 imm_of(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
 					 NULL);
 		if (r == -FI_EAGAIN) {
-			fab_progress_locked(c);
+			fab_cq_drain_locked(c);
 			continue;
 		}
 		if (r != 0) {
@@ -294,17 +293,17 @@ void fab_flush(struct fab_conn *c)
 
 /* Anything that makes this end leave the fabric now (lock held).  1 when
  * the state moved. */
-static int check_moves(struct fab_conn *c)
+static int advance(struct fab_conn *c)
 {
 	int st = state_of(c);
 	if (st == FAB_DECLINED) {
-		fab_give_up_locked(c);
+		fab_demote_offer_locked(c);
 		fab_send_fin(c); /* a shutdown(SHUT_WR) made while offered */
 		return 1;
 	}
 	if (st == FAB_OFFERED && c->client) {
 		if (shunt_offer_over(&c->base)) {
-			fab_give_up_locked(c);
+			fab_demote_offer_locked(c);
 			fab_send_fin(c);
 			return state_of(c) != FAB_OFFERED;
 		}
@@ -320,7 +319,7 @@ static int check_moves(struct fab_conn *c)
 	if (__atomic_load_n(&c->relay_hint, __ATOMIC_RELAXED) &&
 	    __atomic_exchange_n(&c->relay_hint, 0, __ATOMIC_ACQ_REL))
 		fab_relay_check(c); /* the watcher saw the peer's position filed */
-	progress(c, 0);
+	cq_read(c, 0);
 	if (c->got_demote || c->failed) {
 		fab_demote_begin(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
 		fab_demote_step(c);
@@ -339,24 +338,16 @@ static int check_moves(struct fab_conn *c)
 	return 0;
 }
 
-/* Off the fabric with the ring drained: hand the fd to the kernel path. */
+/* Demoted, with the ring drained: finish (the fd goes to the kernel path). */
 static int finish_if_drained(struct fab_conn *c)
 {
-	if (state_of(c) != FAB_SWITCHED || c->rx_consumed < c->rx_limit)
+	if (state_of(c) != FAB_DEMOTED || c->rx_consumed < c->rx_limit)
 		return 0;
 	shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
 	return 1;
 }
 
 /* ---- read and write ------------------------------------------------------- */
-
-static size_t iov_total(const struct iovec *v, size_t n)
-{
-	size_t t = 0;
-	for (size_t i = 0; i < n; i++)
-		t += v[i].iov_len;
-	return t;
-}
 
 /* Copy ring bytes [pos, pos+len) into the iovec from byte skip on. */
 static size_t ring_to_iov(struct fab_conn *c, uint64_t pos, size_t len, const struct iovec *v,
@@ -414,29 +405,18 @@ static size_t iov_to_ring(struct fab_conn *c, size_t len, const struct iovec *v,
 ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 {
 	struct fab_conn *c = (struct fab_conn *)b;
-	if (m->msg_iovlen > MAX_IOV) {
-		errno = EMSGSIZE;
-		return -1;
-	}
-	if (flags & MSG_OOB) {
-		errno = EINVAL;
-		return -1;
-	}
-	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	size_t total, done = 0;
+	int go = shunt_recv_begin(&c->base, m, flags, &total);
+	if (go <= 0)
+		return go;
 	int peek = flags & MSG_PEEK, all = (flags & MSG_WAITALL) && !peek;
 	uint64_t deadline = 0;
-	m->msg_flags = 0;
-	m->msg_controllen = 0;
-	if (m->msg_name)
-		m->msg_namelen = 0;
-	if (total == 0 || c->base.rd_shut)
-		return 0;
 	for (;;) {
 		fab_lock(c);
 		/* Bytes already in the ring: no call into the provider. */
 		if (!(state_of(c) == FAB_UP && c->rx_arrived > c->rx_consumed && !c->failed &&
 		      !c->got_demote))
-			check_moves(c);
+			advance(c);
 		int st = state_of(c);
 		if (st == FAB_BROKEN) {
 			fab_unlock(c);
@@ -444,7 +424,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			return done ? (ssize_t)done : -1;
 		}
 		uint64_t limit =
-			st == FAB_SWITCHED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived;
+			st == FAB_DEMOTED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived;
 		size_t n = 0;
 		if (limit > c->rx_consumed) {
 			size_t avail = (size_t)(limit - c->rx_consumed);
@@ -460,7 +440,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		int dead = 0, sock = 0;
 		if (st == FAB_DEMOTING && !n) {
 			/* Past the frozen ring the socket has the stream (the
-			 * peer resends from there); its EOF or error counts
+			 * peer replays from there); its EOF or error counts
 			 * only once the peer has answered: before that it is
 			 * a death, which the exchange sorts out. */
 			int t = shunt_tcp_peek(&c->base);
@@ -472,7 +452,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			int t = shunt_tcp_peek(&c->base);
 			c->base.tcp_hint = 0;
 			if (t == 0 || t == -1) {
-				fab_switch_locked(c, SHUNT_R_PEER_DEMOTED);
+				fab_demote_now_locked(c, SHUNT_R_PEER_DEMOTED);
 				dead = 1;
 			}
 		}
@@ -498,7 +478,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			if (r >= 0 || errno != EAGAIN)
 				return r;
 		}
-		if (st == FAB_SWITCHED) {
+		if (st == FAB_DEMOTED) {
 			if (done)
 				return (ssize_t)done;
 			finish_if_drained(c);
@@ -515,11 +495,11 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 {
 	struct fab_conn *c = (struct fab_conn *)b;
-	if (m->msg_iovlen > MAX_IOV) {
+	if (m->msg_iovlen > SHUNT_IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
 	}
-	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen), done = 0;
 	uint64_t deadline = 0;
 	if (c->shut_wr)
 		return shunt_broken_pipe(flags);
@@ -540,9 +520,9 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		    c->tx_head - c->tx_acked < c->ring)
 			c->cq_fresh = 0;
 		else
-			check_moves(c);
+			advance(c);
 		int st = state_of(c);
-		if (st == FAB_SWITCHED || st == FAB_BROKEN) {
+		if (st == FAB_DEMOTED || st == FAB_BROKEN) {
 			fab_unlock(c);
 			if (done)
 				return (ssize_t)done;
@@ -591,7 +571,7 @@ int fab_shutdown(struct shunt_conn *b, int how)
 	int deferred = 0;
 	fab_lock(c);
 	int st = state_of(c);
-	if ((how == SHUT_WR || how == SHUT_RDWR) && st != FAB_SWITCHED && st != FAB_BROKEN &&
+	if ((how == SHUT_WR || how == SHUT_RDWR) && st != FAB_DEMOTED && st != FAB_BROKEN &&
 	    !c->shut_wr) {
 		c->shut_wr = 1;
 		c->base.fin_pending = 1;
@@ -608,8 +588,7 @@ int fab_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 {
 	struct fab_conn *c = (struct fab_conn *)b;
 	int st = state_of(c);
-	uint64_t n;
-	if (!arg || st == FAB_BROKEN || (st == FAB_SWITCHED && c->rx_consumed >= c->rx_limit)) {
+	if (!arg || st == FAB_BROKEN || (st == FAB_DEMOTED && c->rx_consumed >= c->rx_limit)) {
 		errno = ENOTTY;
 		return -1;
 	}
@@ -617,17 +596,8 @@ int fab_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 		errno = ENOTTY; /* the socket's, now */
 		return -1;
 	}
-	if (req == FIONREAD)
-		n = (st == FAB_SWITCHED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived) -
-		    c->rx_consumed;
-	else if (req == SIOCOUTQ)
-		n = c->tx_head - c->tx_acked;
-	else {
-		errno = ENOTTY;
-		return -1;
-	}
-	*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
-	return 0;
+	uint64_t limit = st == FAB_DEMOTED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived;
+	return shunt_ioctl_counts(req, arg, limit - c->rx_consumed, c->tx_head - c->tx_acked);
 }
 
 /* ---- readiness ------------------------------------------------------------ */
@@ -639,13 +609,13 @@ short fab_poll(struct shunt_conn *b, short events)
 	/* Another thread in the data path holds the lock: answer from what
 	 * is known; it will make progress. */
 	if (!__atomic_exchange_n(&c->lock, 1, __ATOMIC_ACQUIRE)) {
-		check_moves(c);
+		advance(c);
 		fab_unlock(c);
 	}
 	int st = state_of(c);
 	if (st == FAB_BROKEN)
 		return (short)(POLLIN | POLLOUT | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP);
-	if (st == FAB_SWITCHED) {
+	if (st == FAB_DEMOTED) {
 		/* On TCP with ring bytes left to deliver: the socket answers
 		 * for everything else. */
 		if (finish_if_drained(c))
@@ -675,7 +645,7 @@ short fab_poll(struct shunt_conn *b, short events)
 	if ((c->peer_shut && c->rx_consumed >= c->peer_shut_at) || c->base.rd_shut)
 		r |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (st == FAB_UP && !(r & POLLIN) && (c->base.tcp_hint || c->base.tcp_eof)) {
-		/* A dead peer: the read finds out and switches. */
+		/* A dead peer: the read finds out and demotes. */
 		int t = shunt_tcp_peek(&c->base);
 		if (t == 0 || t == -1)
 			r |= POLLIN | POLLRDNORM;
@@ -719,10 +689,10 @@ int fab_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	}
 	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
 	short tev = (short)(c->base.tcp_eof ? 0 : POLLIN | POLLRDHUP);
-	if (st == FAB_SWITCHED)
+	if (st == FAB_DEMOTED)
 		tev |= (short)(events & (POLLOUT | POLLWRNORM));
 	if (st == FAB_DEMOTING && c->got_demote && c->tx_acked < c->tx_head)
-		tev |= POLLOUT; /* the resend goes on when the socket has room */
+		tev |= POLLOUT; /* the replay goes on when the socket has room */
 	out[n++] = (struct pollfd){fd, tev, 0};
 	/* The exchange is short and moves at each look: look often (epoll
 	 * registers the socket for input only). */

@@ -1,17 +1,17 @@
-/* Leaving the fabric: the DEMOTE exchange, the resend over TCP, an offer
+/* Demoting a fabric connection: the DEMOTE exchange, the replay over TCP, an offer
  * given up.  (DESIGN: docs/ARCHITECTURE.md, "Fabric demotion".)
  *
  * An end that leaves freezes its rx ring at what its application has read
  * (rx_limit = rx_consumed), posts DEMOTE(rx_limit) as its last fabric
  * message and turns DEMOTING.  From then on its reads take the ring up to
- * rx_limit, then the socket: the peer resends from exactly there.  Its
+ * rx_limit, then the socket: the peer replays from exactly there.  Its
  * writes are staged in the tx ring until the peer's DEMOTE(p) says where
  * the peer stopped reading; then tx bytes from p are resent over TCP, and
  * once they are all out (and our DEMOTE has left the provider) the
- * connection is SWITCHED: only the socket is used.
+ * connection is DEMOTED: only the socket is used.
  *
  * Nothing in this waits for the peer while a call is in progress, except
- * when the caller must leave now (fork, exec, close: fab_switch_locked).
+ * when the caller must leave now (fork, exec, close: fab_demote_now_locked).
  * A demotion blocking one connection would stall every other connection
  * of a single-threaded program, and the peer may be waiting on one of
  * those: so the exchange advances a step at each call the application
@@ -42,14 +42,14 @@ static inline int state_of(struct fab_conn *c)
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 }
 
-/* While our resend waits for room, the peer may be resending too and be
+/* While our replay waits for room, the peer may be replaying too and be
  * waiting for us to read: take what the socket holds into the rx ring,
  * behind what is left to deliver there.  The ring is free: the freeze
  * stopped consuming it, and every write the peer made into it landed
- * before its DEMOTE.  The peer's resend fits, as it is at most a ring.
+ * before its DEMOTE.  The peer's replay fits, as it is at most a ring.
  * Only bytes the socket has (FIONREAD): its EOF or error stays there for
  * the application to see. */
-static void take_tcp(struct fab_conn *c, int fd)
+static void stash_peer_replay(struct fab_conn *c, int fd)
 {
 	for (;;) {
 		int avail = 0;
@@ -72,7 +72,7 @@ static void take_tcp(struct fab_conn *c, int fd)
 /* Resend tx bytes [tx_acked, tx_head) over the socket, as far as it takes
  * them now; what went counts as consumed (it is the peer's now).  1 all
  * out, 0 more to go, -1 the socket failed. */
-static int push_replay(struct fab_conn *c)
+static int replay_some(struct fab_conn *c)
 {
 	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
 	while (c->tx_acked < c->tx_head) {
@@ -95,7 +95,7 @@ static int push_replay(struct fab_conn *c)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && errno == EAGAIN) {
-			take_tcp(c, fd);
+			stash_peer_replay(c, fd);
 			return 0;
 		}
 		return -1;
@@ -105,7 +105,7 @@ static int push_replay(struct fab_conn *c)
 
 void fab_send_fin(struct fab_conn *c)
 {
-	if (state_of(c) == FAB_SWITCHED)
+	if (state_of(c) == FAB_DEMOTED)
 		shunt_conn_send_fin(&c->base);
 }
 
@@ -129,7 +129,7 @@ static void nap(struct fab_conn *c, int ms)
 	REAL(poll)(p, (nfds_t)n, ms);
 }
 
-void fab_give_up_locked(struct fab_conn *c)
+void fab_demote_offer_locked(struct fab_conn *c)
 {
 	int st = FAB_OFFERED;
 	if (!__atomic_compare_exchange_n(&c->state, &st, FAB_DECLINED, 0, __ATOMIC_ACQ_REL,
@@ -141,27 +141,27 @@ void fab_give_up_locked(struct fab_conn *c)
 		c->why = st == FAB_DECLINED ? SHUNT_R_DECLINED : SHUNT_R_OFFER_TIMEOUT;
 	/* Never up: the peer reads only the socket, which has everything the
 	 * application wrote after what was staged.  The rx ring holds what
-	 * the socket brings meanwhile (take_tcp). */
+	 * the socket brings meanwhile (stash_peer_replay). */
 	c->rx_limit = c->rx_consumed = 0;
 	c->tx_acked = 0;
 	int fd = __atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE);
-	while (push_replay(c) == 0) {
+	while (replay_some(c) == 0) {
 		struct pollfd p = {fd, POLLOUT | (c->rx_limit - c->rx_consumed < c->ring ? POLLIN : 0),
 				   0};
 		REAL(poll)(&p, 1, -1);
 	}
-	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
 }
 
 /* The peer is gone (CLOSE, or its socket closed) and never answered our
  * DEMOTE: what it sent over the fabric is all in our ring, in order, unless
- * it was resending already (then the socket has the rest from rx_limit). */
+ * it was replaying already (then the socket has the rest from rx_limit). */
 static void peer_gone(struct fab_conn *c)
 {
-	fab_progress_locked(c);
+	fab_cq_drain_locked(c);
 	if (!c->tcp_taken)
 		c->rx_limit = c->rx_arrived;
-	__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
 }
 
 /* ---- the relay: positions through the agents ------------------------------ */
@@ -196,7 +196,7 @@ int fab_relay_check(struct fab_conn *c)
 		return 0;
 	SHUNT_DEBUG("fabric: fd=%d the peer's DEMOTE %llu came through the agents", c->base.fd,
 		    (unsigned long long)pos);
-	/* As if it had come over the fabric (fab_progress_locked). */
+	/* As if it had come over the fabric (fab_cq_drain_locked). */
 	if (pos < c->tx_acked || pos > c->tx_posted) {
 		c->failed = 2;
 		return 0;
@@ -216,15 +216,15 @@ void fab_demote_begin(struct fab_conn *c, int why)
 		c->why = why ? why : SHUNT_R_PEER_DEMOTED;
 	SHUNT_DEBUG("fabric: fd=%d leaving the fabric: why=%s failed=%d peer demoted=%d",
 		    c->base.fd, shunt_reason_name(c->why), c->failed, c->got_demote);
-	fab_progress_locked(c);
+	fab_cq_drain_locked(c);
 	if (c->peer_closed) {
 		/* The peer is gone after its last byte arrived: nothing to
-		 * exchange, nobody reads what we would resend. */
+		 * exchange, nobody reads what we would replay. */
 		c->rx_limit = c->rx_arrived;
-		__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
 		return;
 	}
-	/* Freeze at what the application has consumed: the peer resends the
+	/* Freeze at what the application has consumed: the peer replays the
 	 * rest (it still holds it: its credits never run ahead of our
 	 * consumption). */
 	c->rx_limit = c->rx_consumed;
@@ -246,7 +246,7 @@ int fab_demote_step(struct fab_conn *c)
 {
 	if (state_of(c) != FAB_DEMOTING)
 		return 0;
-	fab_progress_locked(c);
+	fab_cq_drain_locked(c);
 	uint64_t now = shunt_now_ms();
 	if (!c->got_demote) {
 		if (c->peer_closed) {
@@ -281,21 +281,21 @@ int fab_demote_step(struct fab_conn *c)
 	}
 	if (!c->replaying) {
 		/* From the peer's position on (never behind a credit: see
-		 * fab_progress_locked), the bytes go again, by TCP. */
+		 * fab_cq_drain_locked), the bytes go again, by TCP. */
 		c->replaying = 1;
 		c->tx_acked = c->peer_demote;
-		SHUNT_DEBUG("fabric: fd=%d on TCP: ring up to %llu, resending from %llu",
+		SHUNT_DEBUG("fabric: fd=%d on TCP: ring up to %llu, replaying from %llu",
 			    c->base.fd, (unsigned long long)c->rx_limit,
 			    (unsigned long long)c->peer_demote);
 	}
-	int r = push_replay(c);
+	int r = replay_some(c);
 	if (r < 0) {
 		/* The peer's socket is gone (it resent, then closed): nobody
 		 * reads the rest, and what it sent is ours to read still. */
-		SHUNT_DEBUG("fabric: fd=%d resend from %llu failed: %s", c->base.fd,
+		SHUNT_DEBUG("fabric: fd=%d replay from %llu failed: %s", c->base.fd,
 			    (unsigned long long)c->tx_acked, strerror(errno));
 		c->tx_acked = c->tx_head;
-		__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
 		return 1;
 	}
 	/* Our DEMOTE must have left the provider before nobody calls it any
@@ -303,20 +303,20 @@ int fab_demote_step(struct fab_conn *c)
 	if (r == 1 && !demote_delivered(c) && now >= c->relay_at)
 		relay_send(c); /* the peer may still wait for our position */
 	if (r == 1 && (demote_delivered(c) || c->relay_sent || now >= c->demote_end)) {
-		__atomic_store_n(&c->state, FAB_SWITCHED, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
 		fab_send_fin(c);
 		return 1;
 	}
 	return 0;
 }
 
-int fab_switch_locked(struct fab_conn *c, int why)
+int fab_demote_now_locked(struct fab_conn *c, int why)
 {
 	int st = state_of(c);
 	if (st == FAB_OFFERED || st == FAB_DECLINED) {
 		if (!c->why && why)
 			c->why = why;
-		fab_give_up_locked(c);
+		fab_demote_offer_locked(c);
 		return 0;
 	}
 	fab_demote_begin(c, why);
@@ -330,10 +330,10 @@ int fab_switch_locked(struct fab_conn *c, int why)
 /* ---- leaving now: the demote op ------------------------------------------------ */
 
 /* Bytes the peer sent that the application has not read and nobody will
- * resend (the peer closed or died after they arrived): 0 or the iovecs. */
-static int leftover(struct fab_conn *c, struct iovec v[2])
+ * replay (the peer closed or died after they arrived): 0 or the iovecs. */
+static int unread_spans(struct fab_conn *c, struct iovec v[2])
 {
-	if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FAB_SWITCHED ||
+	if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FAB_DEMOTED ||
 	    c->rx_limit <= c->rx_consumed)
 		return 0;
 	uint64_t len = c->rx_limit - c->rx_consumed, off = c->rx_consumed & (c->ring - 1);
@@ -346,16 +346,16 @@ static int leftover(struct fab_conn *c, struct iovec v[2])
 
 /* The caller hands the fd to the kernel path when this returns (exec,
  * fork, fdopen, ...), so bytes still in the ring with nobody left to
- * resend them go to a spill (preload/shunt_spill.h) first. */
+ * replay them go to a spill (core/shunt_spill.h) first. */
 void fab_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct fab_conn *c = (struct fab_conn *)base;
 	SHUNT_GUARD_ENTER();
 	fab_wait_accepting(c);
 	fab_lock(c);
-	fab_switch_locked(c, why);
+	fab_demote_now_locked(c, why);
 	struct iovec v[2];
-	int nv = leftover(c, v);
+	int nv = unread_spans(c, v);
 	struct shunt_conn *sp = nv ? shunt_spill_new(base, v, nv, why) : NULL;
 	if (sp) {
 		c->rx_consumed = c->rx_limit; /* the spill delivers them */

@@ -5,7 +5,7 @@
  *   fab_conn.c   the connection object: buffers, CQ, EQ, endpoint, close
  *   fab_offer.c  rendezvous: offer, connect back, decline
  *   fab_data.c   data path: rings, RMA writes, credits, waits, readiness
- *   fab_demote.c leaving the fabric: DEMOTE exchange, resend over TCP
+ *   fab_demote.c demoting: the DEMOTE exchange, the replay over TCP
  *   fab_watch.c  the thread that moves connections the application is
  *                not looking at
  *   fab_lib.c    libfabric itself, loaded by the first connection needing it
@@ -90,11 +90,11 @@ enum fab_state {
 	FAB_ACCEPTING,   /* client: the passive thread took the request */
 	FAB_UP,          /* both ends move bytes over the endpoint */
 	FAB_DECLINED,    /* never up: the client replays its staged bytes */
-	FAB_SWITCHED,    /* on TCP after the demotion exchange */
+	FAB_DEMOTED,    /* on TCP after the demotion exchange */
 	FAB_BROKEN,      /* the endpoint failed with no exchange possible */
 	FAB_DEMOTING,    /* our DEMOTE is out: reads take the ring up to
 			    rx_limit, then the socket; writes are staged until
-			    the peer's DEMOTE, then resent (fab_switch.c) */
+			    the peer's DEMOTE, then replayed (fab_demote.c) */
 };
 
 struct fab_conn {
@@ -141,12 +141,12 @@ struct fab_conn {
 				     from it (the client's first message) */
 	int shut_wr;
 	int failed;               /* a provider error was seen */
-	int replaying;            /* DEMOTING: resending from peer_demote */
+	int replaying;            /* DEMOTING: replaying from peer_demote */
 	int tcp_taken;            /* DEMOTING: bytes read from the socket */
 	uint64_t demote_end;      /* DEMOTING: reset if not done by then (ms) */
 	uint64_t eof_at;          /* DEMOTING: the socket closed, no DEMOTE */
 	uint64_t relay_at;        /* DEMOTING: positions go through the agents
-				     from then on (fab_switch.c) */
+				     from then on (fab_demote.c) */
 	int relay_sent;
 	int relay_hint;           /* the watcher saw a relayed position filed */
 	int dead;                 /* test knob: the endpoint is dead both ways */
@@ -156,7 +156,7 @@ struct fab_conn {
 	socklen_t peer_salen;
 	int why;                  /* enum shunt_reason of the demotion */
 	uint8_t token[AGENT_TOKEN_LEN];
-	struct fab_conn *next;    /* offer table, then the free pool */
+	struct fab_conn *next;    /* in the offer table */
 };
 
 /* The connection ops of a fabric end (fab_conn.c). */
@@ -192,14 +192,7 @@ int fab_is_owner(pid_t pid);
 /* A detached thread of shunt's own, with every signal blocked. */
 int fab_thread_start(void *(*fn)(void *));
 
-/* Offers waiting for their connect-back, by token (fab_offer.c). */
-void fab_offer_add(struct fab_conn *c);
-void fab_offer_del(struct fab_conn *c);
-/* The passive thread: a request carrying token arrived; take it (1, the
- * connection's endpoint is then up) or refuse (0). */
-int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
-
-/* ---- fab_conn.c ----------------------------------------------------------- */
+/* ---- fab_conn.c: the object ------------------------------------------------ */
 
 /* A connection object (client: 1 for the client end), or NULL. */
 struct fab_conn *fab_conn_new(int client);
@@ -215,54 +208,34 @@ int fab_conn_ep(struct fab_conn *c, struct fid_domain *d, struct fid_fabric *fab
 uint64_t fab_ring_addr_rx(struct fab_conn *c);
 /* The TCP connection can no longer be trusted: reset it. */
 void fab_reset_tcp(struct fab_conn *c);
+/* One xchg lock over a connection's endpoint and positions. */
 void fab_lock(struct fab_conn *c);
 void fab_unlock(struct fab_conn *c);
 /* exit(): say goodbye to every connection this process owns. */
 void fab_at_exit(void);
 
-/* ---- fab_offer.c ---------------------------------------------------------- */
+/* ---- fab_offer.c: rendezvous ------------------------------------------------ */
 
+/* Offers waiting for their connect-back, by token. */
+void fab_offer_add(struct fab_conn *c);
+void fab_offer_del(struct fab_conn *c);
+/* The passive thread: a request carrying token arrived; take it (1, the
+ * connection's endpoint is then up) or refuse (0). */
+int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
 /* Wait while the passive thread owns c (between its CAS and its answer). */
 void fab_wait_accepting(struct fab_conn *c);
 
-/* ---- fab_data.c ----------------------------------------------------------- */
+/* ---- fab_data.c: the data path ---------------------------------------------- */
 
-/* ---- fab_watch.c ---------------------------------------------------------- */
-
-/* Have the process's watcher thread move c while the application does not
- * (c is UP). */
-void fab_watch_add(struct fab_conn *c);
-/* Have the watcher look at c every few ms until its exchange is over (c is
- * DEMOTING, and its application may not call again). */
-void fab_watch_demoting(struct fab_conn *c);
-
-/* ---- fab_demote.c --------------------------------------------------------- */
-
-/* The demote op: leave the fabric now (exec, fork, fdopen...); unread bytes
- * nobody can resend go to a spill. */
-void fab_demote(struct shunt_conn *c, enum shunt_reason why);
-
-/* Start leaving (UP -> DEMOTING, or SWITCHED when the peer has closed). */
-void fab_demote_begin(struct fab_conn *c, int why);
-/* One step of the exchange, never waiting: 1 when the state moved. */
-int fab_demote_step(struct fab_conn *c);
-/* A DEMOTE position the peer relayed through the agents (lock held): 1
- * when it was taken (got_demote). */
-int fab_relay_check(struct fab_conn *c);
-
+/* Read the CQ to its end (lock held): 1 if anything moved. */
+int fab_cq_drain_locked(struct fab_conn *c);
 /* Post what the application staged (lock held). */
 void fab_flush(struct fab_conn *c);
-/* Read completions (lock held): 1 if anything moved. */
-int fab_progress_locked(struct fab_conn *c);
-/* Leave the endpoint exactly: DEMOTE exchange, replay over TCP (lock held).
- * 0 on success, -1 when the connection had to be reset. */
-int fab_switch_locked(struct fab_conn *c, int why);
-/* Client, OFFERED: give up; replay the staged bytes over TCP (lock held). */
-void fab_give_up_locked(struct fab_conn *c);
+/* A zero-byte write carrying only CQ data (lock held); -1 when it cannot be
+ * posted. */
 int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos);
 /* Wake this end's sleepers of a role (FAB_RX, FAB_TX) if there are any. */
 void fab_kick(struct fab_conn *c, int role);
-void fab_send_fin(struct fab_conn *c);
 
 ssize_t fab_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
 ssize_t fab_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
@@ -272,5 +245,35 @@ short fab_poll(struct shunt_conn *c, short events);
 int fab_arm(struct shunt_conn *c, short events, struct pollfd out[], int *timeout_ms);
 void fab_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 uint64_t fab_progress(struct shunt_conn *c);
+
+/* ---- fab_demote.c: leaving the fabric ---------------------------------------- */
+
+/* The demote op: leave the fabric now (exec, fork, fdopen...); unread bytes
+ * nobody can replay go to a spill. */
+void fab_demote(struct shunt_conn *c, enum shunt_reason why);
+/* Start demoting (UP -> DEMOTING, or DEMOTED when the peer has closed). */
+void fab_demote_begin(struct fab_conn *c, int why);
+/* One step of the exchange, never waiting: 1 when the state moved. */
+int fab_demote_step(struct fab_conn *c);
+/* Demote now: the DEMOTE exchange and the replay to their end (lock held).
+ * 0 on success, -1 when the connection had to be reset. */
+int fab_demote_now_locked(struct fab_conn *c, int why);
+/* Client, OFFERED: the offer is over; replay the staged bytes over TCP and
+ * demote (lock held). */
+void fab_demote_offer_locked(struct fab_conn *c);
+/* A DEMOTE position the peer relayed through the agents (lock held): 1
+ * when it was taken (got_demote). */
+int fab_relay_check(struct fab_conn *c);
+/* Send the FIN a shutdown(SHUT_WR) deferred, once c is DEMOTED. */
+void fab_send_fin(struct fab_conn *c);
+
+/* ---- fab_watch.c: the watcher thread ----------------------------------------- */
+
+/* Have the process's watcher thread move c while the application does not
+ * (c is UP). */
+void fab_watch_add(struct fab_conn *c);
+/* Have the watcher look at c every few ms until its exchange is over (c is
+ * DEMOTING, and its application may not call again). */
+void fab_watch_demoting(struct fab_conn *c);
 
 #endif

@@ -11,11 +11,11 @@
  * So the watcher sleeps on every connection's completion fd, one-shot.
  * When one fires and the application is not in that connection (trylock:
  * never in its way), it drives it: completions (bytes into the ring, the
- * peer's CLOSE, credits), and the DEMOTE exchange with its resend.  Then
+ * peer's CLOSE, credits), and the DEMOTE exchange with its replay.  Then
  * the fd is re-armed only after WATCH_REARM_MS, so a busy connection costs
  * the watcher at most that many wakeups a second and an idle one none.  A
  * connection in the middle of the exchange is looked at every
- * WATCH_REARM_MS until it is done (its resend waits on the socket, which
+ * WATCH_REARM_MS until it is done (its replay waits on the socket, which
  * the completion fd does not show). */
 #include <errno.h>
 #include <stdio.h>
@@ -82,7 +82,7 @@ static int drive(struct fab_conn *c)
 	    __atomic_exchange_n(&c->relay_hint, 0, __ATOMIC_ACQ_REL))
 		fab_relay_check(c);
 	if (st == FAB_UP && fab_is_owner(c->pid)) {
-		fab_progress_locked(c);
+		fab_cq_drain_locked(c);
 		if (c->got_demote)
 			fab_demote_begin(c, SHUNT_R_PEER_DEMOTED);
 		st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);

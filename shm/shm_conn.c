@@ -24,41 +24,11 @@ int shm_path(char *buf, size_t len, const char *key, const char *suffix)
 
 /* ---- objects -------------------------------------------------------------- */
 
-/* Connection objects are recycled, never freed: a racing shunt_conn_get()
- * may read one after it died (see shunt_conn.h).  Pushes are lock-free (a
- * last put may run in any thread); pops take a mutex, which makes the
- * Treiber pop safe from ABA (a listed object can only be popped by us). */
-static struct shm_conn *pool;
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct shm_conn);
 
-static struct shm_conn *pool_get(void)
-{
-	pthread_mutex_lock(&pool_mu);
-	struct shm_conn *c = __atomic_load_n(&pool, __ATOMIC_ACQUIRE);
-	while (c && !__atomic_compare_exchange_n(&pool, &c, c->next_free, 0, __ATOMIC_ACQ_REL,
-						 __ATOMIC_ACQUIRE))
-		;
-	pthread_mutex_unlock(&pool_mu);
-	if (!c)
-		return calloc(1, sizeof *c);
-	/* refs stays 0 until the connection is settled. */
-	memset((char *)c + sizeof c->base.ops, 0, sizeof *c - sizeof c->base.ops);
-	return c;
-}
-
-static void pool_put(struct shm_conn *c)
-{
-	struct shm_conn *head = __atomic_load_n(&pool, __ATOMIC_RELAXED);
-	do
-		c->next_free = head;
-	while (!__atomic_compare_exchange_n(&pool, &head, c, 1, __ATOMIC_RELEASE,
-					    __ATOMIC_RELAXED));
-}
-
-/* Takes over the slot (released with the connection), or NULL. */
 struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side)
 {
-	struct shm_conn *c = pool_get();
+	struct shm_conn *c = shunt_conn_alloc(&pool);
 	if (!c)
 		return NULL;
 	struct shm_hdr *h = slot->hdr;
@@ -85,7 +55,7 @@ void shm_conn_free(struct shm_conn *c)
 	if (c->hdr)
 		shm_arena_release(&c->slot, c->forked);
 	c->hdr = NULL;
-	pool_put(c);
+	shunt_conn_recycle(&pool, &c->base);
 }
 
 static void shm_fork(struct shunt_conn *base)
@@ -102,11 +72,11 @@ static void shm_close(struct shunt_conn *base)
 		/* Never accepted yet: give the bytes to TCP, which keeps them
 		 * for the server's accept() as it would have anyway. */
 		shm_demote(base, SHUNT_R_NONE);
-	} else if (st >= SHM_DEMOTING && !c->switched) {
+	} else if (st >= SHM_DEMOTING && !c->demoted) {
 		/* Declined (or demoted by the peer) while we were not looking:
 		 * what the peer never read must still reach it, before FIN. */
-		shm_switch(c);
-	} else if (!c->switched) {
+		shm_replay(c);
+	} else if (!c->demoted) {
 		/* Only a hint: the socket may live on in another process.
 		 * The peer trusts the TCP FIN, which comes with the last
 		 * close. */

@@ -8,7 +8,6 @@
  * the bytes of a demotion. */
 #include <errno.h>
 #include <limits.h>
-#include <linux/sockios.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -16,42 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/shunt_iov.h"
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 #include "shm_internal.h"
 
-#define MAX_IOV 1024 /* UIO_MAXIOV */
-
 static inline uint32_t state_of(struct shm_conn *c)
 {
 	return __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
-}
-
-static size_t iov_total(const struct iovec *v, size_t n)
-{
-	size_t t = 0;
-	for (size_t i = 0; i < n; i++)
-		t += v[i].iov_len;
-	return t;
-}
-
-/* v advanced by skip bytes, into out (at most MAX_IOV entries). */
-static size_t iov_skip(const struct iovec *v, size_t n, size_t skip, struct iovec *out)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (skip >= v[i].iov_len) {
-			skip -= v[i].iov_len;
-			continue;
-		}
-		out[k].iov_base = (char *)v[i].iov_base + skip;
-		out[k].iov_len = v[i].iov_len - skip;
-		skip = 0;
-		k++;
-	}
-	return k;
 }
 
 static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
@@ -71,9 +44,10 @@ static int tcp_peek(struct shm_conn *c)
 	return shunt_tcp_peek(&c->base);
 }
 
-/* The peer left the rings: the state moved on, or a client's offer found a
- * server that will never answer.  Returns 1 when this end switched. */
-static int moved_on(struct shm_conn *c)
+/* Demote this end when it is due: the peer demoted or refused the offer
+ * (this end then replays its part), or a client's offer is over.  1 when
+ * this end is demoted now. */
+static int demote_if_due(struct shm_conn *c)
 {
 	uint32_t st = state_of(c);
 	if (st >= SHM_DEMOTING) {
@@ -85,7 +59,7 @@ static int moved_on(struct shm_conn *c)
 								 __ATOMIC_RELAXED)
 					 ? SHUNT_R_PEER_DEMOTED
 					 : SHUNT_R_DECLINED;
-		shm_switch(c);
+		shm_replay(c);
 		return 1;
 	}
 	if (st == SHM_COMMITTED)
@@ -94,20 +68,17 @@ static int moved_on(struct shm_conn *c)
 		/* A server without shunt answers on TCP (or closes); one that
 		 * never answers costs offer_timeout_ms. */
 		if (shunt_offer_over(&c->base)) {
-			shm_give_up(c);
+			shm_demote(&c->base, SHUNT_R_OFFER_TIMEOUT);
 			return 1;
 		}
 	}
 	return 0;
 }
 
-
-/* This end reads and writes the socket from now on: hand the fd numbers to
- * the kernel path once nothing is left in the rx ring for us. */
-static int drained(struct shm_conn *c)
+/* This end is demoted: finish.  Nothing is left in the rx ring for us, the
+ * peer replays over TCP what we had not consumed.  Returns 1. */
+static int finish(struct shm_conn *c)
 {
-	/* Nothing is left in the rings for us: the peer resends over TCP
-	 * what we had not consumed. */
 	shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
 	return 1;
 }
@@ -115,29 +86,18 @@ static int drained(struct shm_conn *c)
 ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
-	if (m->msg_iovlen > MAX_IOV) {
-		errno = EMSGSIZE;
-		return -1;
-	}
-	if (flags & MSG_OOB) {
-		errno = EINVAL;
-		return -1;
-	}
-	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	size_t total, done = 0;
+	int go = shunt_recv_begin(&c->base, m, flags, &total);
+	if (go <= 0)
+		return go;
 	int peek = flags & MSG_PEEK, all = (flags & MSG_WAITALL) && !peek;
 	uint64_t deadline = 0; /* 0: not asked yet */
-	struct iovec v[MAX_IOV];
-	m->msg_flags = 0;
-	m->msg_controllen = 0;
-	if (m->msg_name)
-		m->msg_namelen = 0;
-	if (total == 0 || c->base.rd_shut)
-		return 0;
+	struct iovec v[SHUNT_IOV_MAX];
 	for (;;) {
-		if (c->switched && drained(c)) {
+		if (c->demoted && finish(c)) {
 			if (done)
 				return (ssize_t)done;
-			SHUNT_DEBUG("fd=%d read from TCP after switching", c->base.fd);
+			SHUNT_DEBUG("fd=%d read from TCP after the demotion", c->base.fd);
 			ssize_t r = REAL(recvmsg)(c->base.fd, m, flags);
 			if (r > 0 && !peek) {
 				SHUNT_STAT_ADD(&c->base, bytes_in, (uint64_t)r);
@@ -145,7 +105,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			}
 			return r;
 		}
-		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
+		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		shm_lock(&c->rx.ctl->rlock);
 		/* Under the lock the peer takes to demote: once it has, every
 		 * byte left in the ring comes again by TCP. */
@@ -153,7 +113,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			shm_unlock(&c->rx.ctl->rlock);
 			if (done)
 				return (ssize_t)done;
-			moved_on(c);
+			demote_if_due(c);
 			continue;
 		}
 		size_t n = shm_ring_read(&c->rx, v, k, peek);
@@ -170,13 +130,13 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 				return (ssize_t)done;
 			continue;
 		}
-		if (c->switched)
+		if (c->demoted)
 			continue;
 		if (!shm_ring_sane(&c->rx)) {
 			errno = ECONNRESET;
 			return done ? (ssize_t)done : -1;
 		}
-		if (moved_on(c))
+		if (demote_if_due(c))
 			continue;
 		/* EOF only once the ring is seen empty after the flag: the
 		 * peer publishes its last bytes before it shuts down. */
@@ -237,22 +197,22 @@ static int peer_gone(struct shm_conn *c)
 ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
-	if (m->msg_iovlen > MAX_IOV) {
+	if (m->msg_iovlen > SHUNT_IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
 	}
-	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen), done = 0;
 	uint64_t deadline = 0; /* 0: not asked yet */
-	struct iovec v[MAX_IOV];
+	struct iovec v[SHUNT_IOV_MAX];
 	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
 		return shunt_broken_pipe(flags);
 	if (total == 0)
 		return 0;
 	for (;;) {
-		if (c->switched) {
+		if (c->demoted) {
 			if (done)
 				return (ssize_t)done;
-			drained(c);
+			finish(c);
 			ssize_t r = REAL(sendmsg)(c->base.fd, m, flags);
 			if (r > 0) {
 				SHUNT_STAT_ADD(&c->base, bytes_out, (uint64_t)r);
@@ -260,15 +220,15 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			}
 			return r;
 		}
-		if (moved_on(c))
+		if (demote_if_due(c))
 			continue;
 		if (peer_gone(c))
 			return done ? (ssize_t)done : shunt_broken_pipe(flags);
-		size_t k = iov_skip(m->msg_iov, m->msg_iovlen, done, v);
+		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		shm_lock(&c->tx.ctl->wlock);
-		/* Under the lock: a demotion switches under it too, so no byte
+		/* Under the lock: a demotion replays under it too, so no byte
 		 * enters the ring after the replay took its snapshot. */
-		size_t n = c->switched ? 0 : shm_ring_write(&c->tx, v, k, 0);
+		size_t n = c->demoted ? 0 : shm_ring_write(&c->tx, v, k, 0);
 		shm_unlock(&c->tx.ctl->wlock);
 		if (n) {
 			done += n;
@@ -280,7 +240,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 				return (ssize_t)done;
 			continue;
 		}
-		if (c->switched)
+		if (c->demoted)
 			continue;
 		if (shm_ring_space(&c->tx) == 0 && !shm_ring_sane(&c->tx)) {
 			errno = ECONNRESET;
@@ -302,8 +262,8 @@ int shm_shutdown(struct shunt_conn *b, int how)
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		uint32_t st = state_of(c);
 		if (st >= SHM_DEMOTING)
-			moved_on(c); /* replay first, if it is ours to do */
-		if (c->switched)
+			demote_if_due(c); /* replay first, if it is ours to do */
+		if (c->demoted)
 			goto rd;
 		/* The peer learns of EOF from the ring flag.  The FIN waits
 		 * until this end leaves the rings (after its replay, if the
@@ -324,31 +284,22 @@ rd:
 int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
-	uint64_t n;
-	if (c->switched || !arg) {
+	if (c->demoted || !arg) {
 		errno = ENOTTY;
 		return -1;
 	}
-	if (req == FIONREAD)
-		n = shm_ring_used(&c->rx);
-	else if (req == SIOCOUTQ)
-		n = c->tx.size - shm_ring_space(&c->tx);
-	else {
-		errno = ENOTTY;
-		return -1;
-	}
-	*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
-	return 0;
+	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx),
+				  c->tx.size - shm_ring_space(&c->tx));
 }
 
 short shm_poll(struct shunt_conn *b, short events)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
 	short r = 0;
-	if (!c->switched && moved_on(c) && !c->switched)
+	if (!c->demoted && demote_if_due(c) && !c->demoted)
 		return 0;
-	if (c->switched) {
-		drained(c);
+	if (c->demoted) {
+		finish(c);
 		return 0; /* the caller now asks the kernel */
 	}
 	if (shm_ring_used(&c->rx))

@@ -1,43 +1,32 @@
-/* Leaving the rings: each end resends over TCP what the other has not
- * consumed, then uses the socket alone; bytes nobody is left to resend go
- * to a spill. */
+/* Demoting an shm connection: each end replays over TCP what the other
+ * has not consumed, then uses the socket alone; bytes nobody is left to
+ * replay go to a spill.
+ *
+ * Exact because a consumer checks the state under its ring's read lock, and
+ * the state turns DEMOTING under the demoter's tx read lock: once a replay
+ * takes its snapshot under that lock, the peer consumes nothing more.  As
+ * both ends do the same, two ends demoting at once (exec on both sides)
+ * lose nothing either. */
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <poll.h>
 
+#include "core/shunt_iov.h"
 #include "core/shunt_log.h"
-#include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_spill.h"
 #include "shm_internal.h"
 
 /* Write every byte of our tx ring the peer has not consumed to the socket,
- * in order, before anything else we send there. */
-static int replay(struct shm_conn *c)
+ * in order, before anything else we send there (tx write lock held). */
+static int replay_tx(struct shm_conn *c)
 {
 	struct iovec v[2];
 	size_t n = shm_ring_unread(&c->tx, v);
 	size_t done = 0;
 	while (done < n) {
 		struct iovec w[2];
-		int cnt = 0;
-		size_t skip = done;
-		for (int i = 0; i < 2; i++) {
-			if (skip >= v[i].iov_len) {
-				skip -= v[i].iov_len;
-				continue;
-			}
-			w[cnt].iov_base = (uint8_t *)v[i].iov_base + skip;
-			w[cnt].iov_len = v[i].iov_len - skip;
-			skip = 0;
-			cnt++;
-		}
-		struct msghdr m = {.msg_iov = w, .msg_iovlen = (size_t)cnt};
+		size_t cnt = shunt_iov_skip(v, 2, done, w);
+		struct msghdr m = {.msg_iov = w, .msg_iovlen = cnt};
 		ssize_t r = REAL(sendmsg)(c->base.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (r > 0) {
 			done += (size_t)r;
@@ -60,46 +49,38 @@ static int replay(struct shm_conn *c)
 	return 0;
 }
 
-/* Both ends leave the rings the same way: each resends over TCP the bytes
- * of its tx ring the other has not consumed, then uses only the socket.
- * Exact because a consumer checks the state under its ring's read lock, and
- * the state turns DEMOTING under the demoter's tx read lock: once a replay
- * takes its snapshot under that lock, the peer consumes nothing more.  As
- * both ends do the same, two ends demoting at once (exec on both sides)
- * lose nothing either. */
-int shm_switch(struct shm_conn *c)
+void shm_replay(struct shm_conn *c)
 {
-	if (__atomic_load_n(&c->switched, __ATOMIC_ACQUIRE))
-		return 0;
+	if (__atomic_load_n(&c->demoted, __ATOMIC_ACQUIRE))
+		return;
 	shm_lock(&c->tx.ctl->wlock);
-	if (!c->switched) {
+	if (!c->demoted) {
 		/* Wait out a consume in flight; after it the peer sees the
 		 * state and consumes nothing more.  The replay itself runs
 		 * without the peer's lock: it may wait for the peer to read
 		 * the socket. */
 		shm_lock(&c->tx.ctl->rlock);
 		shm_unlock(&c->tx.ctl->rlock);
-		replay(c);
-		__atomic_store_n(&c->switched, 1, __ATOMIC_RELEASE);
+		replay_tx(c);
+		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);
 	}
 	shm_unlock(&c->tx.ctl->wlock);
 	/* A shutdown(SHUT_WR) made while the offer was open: after the
 	 * replayed bytes, as the application wrote them. */
 	shunt_conn_send_fin(&c->base);
-	return 0;
 }
 
 /* Bytes in our rx ring the application has not read, when the peer that
- * would resend them over TCP has closed (or is gone): moved to a spill
- * (preload/shunt_spill.h) and consumed from the ring, as the caller hands
+ * would replay them over TCP has closed (or is gone): moved to a spill
+ * (core/shunt_spill.h) and consumed from the ring, as the caller hands
  * the fd to the kernel path (exec).  Consumed, they are not resent by a
  * copy of the peer still alive elsewhere (fork): each byte comes once, the
- * spill's first.  A live peer resends them instead, which also reaches
+ * spill's first.  A live peer replays them instead, which also reaches
  * reads shunt does not see (stdio after fdopen, a program without shunt).
  * (Another thread reading the ring between this and the state change would
  * get later bytes ahead of the spill's; a program exec'ing or fdopen'ing a
  * socket another thread still reads has no order to keep.) */
-static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
+static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why)
 {
 	struct shunt_conn *sp = NULL;
 	shm_lock(&c->rx.ctl->rlock);
@@ -108,7 +89,7 @@ static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
 	/* The close flag is only a hint: it is also set when this very
 	 * process (a child about to exec) closes its copy of the other end
 	 * while the peer lives on elsewhere.  Only a dead wake socket, or the
-	 * FIN of the last close, says nobody is left to resend. */
+	 * FIN of the last close, says nobody is left to replay. */
 	int gone = !shm_peer_alive(c);
 	if (!gone && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE)) {
 		int t = shunt_tcp_peek(&c->base);
@@ -125,15 +106,13 @@ static struct shunt_conn *spill_rx(struct shm_conn *c, enum shunt_reason why)
 	return sp;
 }
 
-/* Ask for TCP from this end (see shm_switch); the peer follows when it
- * sees the state. */
 void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
 	if (!c->why)
 		c->why = why;
 	SHUNT_GUARD_ENTER();
-	struct shunt_conn *sp = spill_rx(c, why);
+	struct shunt_conn *sp = spill_unread(c, why);
 	shm_lock(&c->tx.ctl->wlock);
 	shm_lock(&c->tx.ctl->rlock);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
@@ -142,9 +121,9 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		;
 	shm_unlock(&c->tx.ctl->rlock);
-	if (!c->switched) {
-		replay(c);
-		__atomic_store_n(&c->switched, 1, __ATOMIC_RELEASE);
+	if (!c->demoted) {
+		replay_tx(c);
+		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);
 	}
 	shm_unlock(&c->tx.ctl->wlock);
 	shm_wake_peer(c);
@@ -154,9 +133,3 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	SHUNT_GUARD_LEAVE();
 }
 
-void shm_give_up(struct shm_conn *c)
-{
-	if (!c->why)
-		c->why = SHUNT_R_OFFER_TIMEOUT;
-	shm_demote(&c->base, SHUNT_R_OFFER_TIMEOUT);
-}

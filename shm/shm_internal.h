@@ -58,12 +58,11 @@ struct shm_conn {
 	struct sockaddr_un peer[2]; /* the peer's, same roles */
 	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
-	int switched;             /* this end now moves bytes over TCP */
-	int why;                  /* enum shunt_reason for switching */
+	int demoted;              /* this end has replayed: it moves bytes over TCP */
+	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
 	int forked;               /* shared with a child: keep the wake name */
 	char key[96];
-	struct shm_conn *next_free; /* in the recycling pool */
 };
 
 /* The connection ops of an shm end (shm_conn.c). */
@@ -106,12 +105,13 @@ void shm_sweep(void);
 
 /* ---- shm_demote.c: leaving the rings --------------------------------------- */
 
-/* Ask for TCP from this end; the peer follows when it sees the state. */
+/* The demote op: this end asks for TCP (state DEMOTING) and replays; the
+ * peer follows when it sees the state.  Unread bytes nobody is left to
+ * replay go to a spill. */
 void shm_demote(struct shunt_conn *c, enum shunt_reason why);
-/* Switch this end to TCP after the state left COMMITTED/OFFERED. */
-int shm_switch(struct shm_conn *c);
-/* Client, still OFFERED: give up on the server and continue over TCP. */
-void shm_give_up(struct shm_conn *c);
+/* This end's replay, once, after the state left OFFERED/COMMITTED (the peer
+ * demoted, or refused the offer): from then on it uses the socket. */
+void shm_replay(struct shm_conn *c);
 
 /* Data path (shm_data.c). */
 ssize_t shm_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);

@@ -12,7 +12,7 @@
  *                      -> wake socket <key>.s; CAS OFFERED -> COMMITTED
  *                      -> unlink the offer file, wake the client
  *   decline (either):  CAS -> DEMOTING: the client sends its unread ring
- *                      bytes over TCP (see shm_switch).
+ *                      bytes over TCP (see shm_demote.c).
  * No byte of this goes over the TCP connection. */
 #include <errno.h>
 #include <pthread.h>

@@ -6,22 +6,46 @@
  *     withdrawn within offer_timeout_ms (at most 60 s) of its creation;
  *     older ones are dead;
  *   arenas (a-<pid>-<n>): stale when the owner's flock is gone. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/shunt_real.h"
+#include "core/shunt_sweep.h"
 #include "shm_internal.h"
 
 #define SWEEP_MAX 512
 #define OFFER_MAX_AGE_S 120
+
+static int sweep_one(const char *path, const char *name, void *arg)
+{
+	time_t now = *(time_t *)arg;
+	struct stat st;
+	if (name[0] == '.' || lstat(path, &st) < 0)
+		return 0;
+	if (S_ISSOCK(st.st_mode)) {
+		if (shunt_socket_stale(shm_wake_sender(), path))
+			unlink(path);
+	} else if (S_ISREG(st.st_mode) && !strncmp(name, "a-", 2)) {
+		/* An arena: its owner holds LOCK_SH for life.  Ends in other
+		 * processes keep their mappings after the name goes. */
+		int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (f >= 0 && flock(f, LOCK_EX | LOCK_NB) == 0)
+			unlink(path);
+		if (f >= 0)
+			REAL(close)(f);
+	} else if ((S_ISLNK(st.st_mode) || S_ISREG(st.st_mode)) &&
+		   now - st.st_mtime > OFFER_MAX_AGE_S) {
+		/* An offer (a name for a slot) never taken. */
+		unlink(path);
+	}
+	return 0;
+}
 
 void shm_sweep(void)
 {
@@ -34,45 +58,7 @@ void shm_sweep(void)
 	if (shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_OFFER, NULL) < 0)
 		return;
 	SHUNT_GUARD_ENTER();
-	DIR *d = opendir(dir);
-	int s = shm_wake_sender();
 	time_t now = time(NULL);
-	for (int n = 0; d && n < SWEEP_MAX; n++) {
-		struct dirent *de = readdir(d);
-		if (!de)
-			break;
-		if (de->d_name[0] == '.')
-			continue;
-		struct sockaddr_un a = {.sun_family = AF_UNIX};
-		if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, de->d_name) >=
-		    sizeof a.sun_path)
-			continue;
-		struct stat st;
-		if (lstat(a.sun_path, &st) < 0)
-			continue;
-		if (S_ISSOCK(st.st_mode)) {
-			char b = 0;
-			if (s >= 0 &&
-			    REAL(sendto)(s, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a,
-					 sizeof a) < 0 &&
-			    errno == ECONNREFUSED)
-				unlink(a.sun_path);
-		} else if (S_ISREG(st.st_mode) && !strncmp(de->d_name, "a-", 2)) {
-			/* An arena: its owner holds LOCK_SH for life.  Ends in
-			 * other processes keep their mappings after the name
-			 * goes. */
-			int f = open(a.sun_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			if (f >= 0 && flock(f, LOCK_EX | LOCK_NB) == 0)
-				unlink(a.sun_path);
-			if (f >= 0)
-				REAL(close)(f);
-		} else if ((S_ISLNK(st.st_mode) || S_ISREG(st.st_mode)) &&
-			   now - st.st_mtime > OFFER_MAX_AGE_S) {
-			/* An offer (a name for a slot) never taken. */
-			unlink(a.sun_path);
-		}
-	}
-	if (d)
-		closedir(d);
+	shunt_sweep_dir(dir, SWEEP_MAX, sweep_one, &now);
 	SHUNT_GUARD_LEAVE();
 }

@@ -21,33 +21,17 @@
 
 /* One unbound datagram socket per process sends every wakeup; each end of a
  * connection owns a bound one that its waits poll. */
-static int sender = -1;
-static pid_t sender_pid;
+static struct shunt_proc_fd sender = SHUNT_PROC_FD_INIT;
+
+static int datagram_socket(void *arg)
+{
+	(void)arg;
+	return REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+}
 
 int shm_wake_sender(void)
 {
-	pid_t pid = shunt_pid();
-	int fd = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
-	if (fd >= 0 && __atomic_load_n(&sender_pid, __ATOMIC_RELAXED) == pid)
-		return fd;
-	int nfd = shunt_fd_own(REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
-			       NULL);
-	if (nfd < 0)
-		return -1;
-	if (!__atomic_compare_exchange_n(&sender, &fd, nfd, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		shunt_fd_release(nfd);
-		return fd;
-	}
-	struct shunt_fd *e = shunt_fd_peek(nfd);
-	if (e)
-		e->owner = &sender;
-	/* A child after fork: the inherited one is the parent's (harmless to
-	 * share, but it would never be closed). */
-	if (fd >= 0)
-		shunt_fd_release(fd);
-	__atomic_store_n(&sender_pid, pid, __ATOMIC_RELAXED);
-	return nfd;
+	return shunt_proc_fd(&sender, shunt_pid(), datagram_socket, NULL);
 }
 
 static const char *const suffix[2][2] = {
@@ -266,25 +250,10 @@ void shm_wake_exit(void)
  * peer for nothing. */
 int shm_peer_alive(struct shm_conn *c)
 {
-	static int probe = -1;
-	static pid_t probe_pid;
-	int fd = __atomic_load_n(&probe, __ATOMIC_ACQUIRE);
-	if (fd < 0 || __atomic_load_n(&probe_pid, __ATOMIC_RELAXED) != shunt_pid()) {
-		int nfd = shunt_fd_own(
-			REAL(socket)(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), NULL);
-		if (nfd < 0)
-			return 1; /* cannot tell: the commit CAS still decides */
-		if (!__atomic_compare_exchange_n(&probe, &fd, nfd, 0, __ATOMIC_ACQ_REL,
-						 __ATOMIC_ACQUIRE)) {
-			shunt_fd_release(nfd);
-		} else {
-			struct shunt_fd *e = shunt_fd_peek(nfd);
-			if (e)
-				e->owner = &probe;
-			__atomic_store_n(&probe_pid, shunt_pid(), __ATOMIC_RELAXED);
-			fd = nfd;
-		}
-	}
+	static struct shunt_proc_fd probe = SHUNT_PROC_FD_INIT;
+	int fd = shunt_proc_fd(&probe, shunt_pid(), datagram_socket, NULL);
+	if (fd < 0)
+		return 1; /* cannot tell: the commit CAS still decides */
 	if (REAL(connect)(fd, (struct sockaddr *)&c->peer[SHM_WAKE_RX],
 			  c->peer_len[SHM_WAKE_RX]) == 0)
 		return 1;
