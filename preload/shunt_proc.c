@@ -74,33 +74,25 @@ SHUNT_EXPORT int execveat(int dfd, const char *p, char *const a[], char *const e
 	EXEC_WITH_SPILLS(e, REAL(execveat)(dfd, p, a, e_, fl));
 }
 
-/* The execl family: collect the variadic list into an argv on the stack. */
-#define COLLECT_ARGS(ap, n)                                        \
-	do {                                                                    \
-		va_list cnt;                                                    \
-		va_copy(cnt, ap);                                               \
-		n = 1;                                                          \
-		while (va_arg(cnt, char *))                                     \
-			n++;                                                    \
-		va_end(cnt);                                                    \
-	} while (0)
-
-static void fill_args(const char *first, va_list ap, char **argv, size_t n)
-{
-	argv[0] = (char *)first;
-	for (size_t i = 1; i < n; i++)
-		argv[i] = va_arg(ap, char *);
-	argv[n] = NULL;
-}
+/* The execl family: the variadic list after first, into an argv on the
+ * caller's stack (ap left after the list's NULL, where execle's envp is). */
+#define EXECL_ARGV(first, ap, argv)                                              \
+	size_t n_ = 1;                                                          \
+	va_list cnt_;                                                           \
+	va_start(ap, first);                                                    \
+	va_copy(cnt_, ap);                                                      \
+	while (va_arg(cnt_, char *))                                            \
+		n_++;                                                           \
+	va_end(cnt_);                                                           \
+	char *argv[n_ + 1];                                                     \
+	argv[0] = (char *)(first);                                              \
+	for (size_t i_ = 1; i_ <= n_; i_++)                                     \
+		argv[i_] = va_arg(ap, char *)
 
 SHUNT_EXPORT int execl(const char *p, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
-	va_start(ap, arg);
-	COLLECT_ARGS(ap, n);
-	char *argv[n + 1];
-	fill_args(arg, ap, argv, n);
+	EXECL_ARGV(arg, ap, argv);
 	va_end(ap);
 	return execv(p, argv);
 }
@@ -108,11 +100,7 @@ SHUNT_EXPORT int execl(const char *p, const char *arg, ...)
 SHUNT_EXPORT int execlp(const char *f, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
-	va_start(ap, arg);
-	COLLECT_ARGS(ap, n);
-	char *argv[n + 1];
-	fill_args(arg, ap, argv, n);
+	EXECL_ARGV(arg, ap, argv);
 	va_end(ap);
 	return execvp(f, argv);
 }
@@ -120,11 +108,7 @@ SHUNT_EXPORT int execlp(const char *f, const char *arg, ...)
 SHUNT_EXPORT int execle(const char *p, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
-	va_start(ap, arg);
-	COLLECT_ARGS(ap, n);
-	char *argv[n + 1];
-	fill_args(arg, ap, argv, n);
+	EXECL_ARGV(arg, ap, argv);
 	char **envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(p, argv, envp);
