@@ -349,11 +349,12 @@ static int finish_if_drained(struct fab_conn *c)
 
 /* ---- read and write ------------------------------------------------------- */
 
-/* Copy ring bytes [pos, pos+len) into the iovec from byte skip on. */
-static size_t ring_to_iov(struct fab_conn *c, uint64_t pos, size_t len, const struct iovec *v,
-			  size_t nv, size_t skip)
+/* Copy len bytes between ring (of c->ring bytes, from stream position pos
+ * on, wrapping) and the iovec (from its byte skip on): out of the ring when
+ * to_ring is 0, into it otherwise.  Returns the bytes copied. */
+static size_t ring_copy(struct fab_conn *c, uint8_t *ring, uint64_t pos, size_t len,
+			const struct iovec *v, size_t nv, size_t skip, int to_ring)
 {
-	const uint8_t *rx = c->buf + c->ring;
 	size_t done = 0;
 	for (size_t i = 0; i < nv && done < len; i++) {
 		if (skip >= v[i].iov_len) {
@@ -362,39 +363,16 @@ static size_t ring_to_iov(struct fab_conn *c, uint64_t pos, size_t len, const st
 		}
 		size_t room = v[i].iov_len - skip, want = len - done;
 		size_t n = room < want ? room : want;
-		uint8_t *dst = (uint8_t *)v[i].iov_base + skip;
+		uint8_t *app = (uint8_t *)v[i].iov_base + skip;
 		skip = 0;
 		while (n) {
 			uint64_t off = (pos + done) & (c->ring - 1);
 			size_t k = c->ring - off < n ? c->ring - off : n;
-			memcpy(dst, rx + off, k);
-			dst += k;
-			n -= k;
-			done += k;
-		}
-	}
-	return done;
-}
-
-static size_t iov_to_ring(struct fab_conn *c, size_t len, const struct iovec *v, size_t nv,
-			  size_t skip)
-{
-	uint8_t *tx = c->buf;
-	size_t done = 0;
-	for (size_t i = 0; i < nv && done < len; i++) {
-		if (skip >= v[i].iov_len) {
-			skip -= v[i].iov_len;
-			continue;
-		}
-		size_t room = v[i].iov_len - skip, want = len - done;
-		size_t n = room < want ? room : want;
-		const uint8_t *src = (const uint8_t *)v[i].iov_base + skip;
-		skip = 0;
-		while (n) {
-			uint64_t off = (c->tx_head + done) & (c->ring - 1);
-			size_t k = c->ring - off < n ? c->ring - off : n;
-			memcpy(tx + off, src, k);
-			src += k;
+			if (to_ring)
+				memcpy(ring + off, app, k);
+			else
+				memcpy(app, ring + off, k);
+			app += k;
 			n -= k;
 			done += k;
 		}
@@ -428,8 +406,9 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		size_t n = 0;
 		if (limit > c->rx_consumed) {
 			size_t avail = (size_t)(limit - c->rx_consumed);
-			n = ring_to_iov(c, c->rx_consumed, avail < total - done ? avail : total - done,
-					m->msg_iov, m->msg_iovlen, done);
+			n = ring_copy(c, c->buf + c->ring, c->rx_consumed,
+				      avail < total - done ? avail : total - done, m->msg_iov,
+				      m->msg_iovlen, done, 0);
 			if (!peek) {
 				c->rx_consumed += n;
 				c->base.bytes_in += n;
@@ -540,7 +519,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		uint64_t space = c->ring - (c->tx_head - c->tx_acked);
 		size_t n = total - done < space ? total - done : (size_t)space;
 		if (n) {
-			n = iov_to_ring(c, n, m->msg_iov, m->msg_iovlen, done);
+			n = ring_copy(c, c->buf, c->tx_head, n, m->msg_iov, m->msg_iovlen, done, 1);
 			c->tx_head += n;
 			c->base.bytes_out += n;
 			if (st == FAB_DEMOTING)
