@@ -22,7 +22,7 @@
 
 #include "shuntd.h"
 #include "shuntd_net.h"
-#include "tools/stats_read.h"
+#include "core/shunt_stats_read.h"
 
 #define SWEEP_MS 5000
 #define REAP_MS 100

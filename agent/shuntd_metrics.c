@@ -1,5 +1,5 @@
 /* GET /metrics: the agent's own counters, and the shims' counters of this
- * host summed from <rundir>/s/<pid> (tools/stats_read.h).
+ * host summed from <rundir>/s/<pid> (core/shunt_stats_read.h).
  *
  * The shims' totals are counters too: a process that exits takes its
  * numbers with it, so the totals last seen of each process are kept (by
@@ -13,7 +13,7 @@
 #include "core/shunt_reason.h"
 #include "shunt/version.h"
 #include "shuntd.h"
-#include "tools/stats_read.h"
+#include "core/shunt_stats_read.h"
 
 #define NT SHUNT_STATS_TRANSPORTS
 #define NR SHUNT_STATS_REASONS

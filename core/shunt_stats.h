@@ -11,7 +11,7 @@
  * creation).  A slot's gen is odd while the owner opens or demotes it and
  * while it is free; a reader copies the slot between two equal, even,
  * non-zero reads of gen (a seqlock), each counter with one atomic load.
- * tools/stats_read.c is the reader. */
+ * shunt_stats_read.c is the reader. */
 #ifndef SHUNT_STATS_H
 #define SHUNT_STATS_H
 

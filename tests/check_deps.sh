@@ -15,7 +15,7 @@ rules='
 config/*        *         config/
 core/*          *         core/ config/
 agent/agent_*   agent_*   config/
-agent/shuntd*   *         agent/ core/ config/ tools/stats_read.h
+agent/shuntd*   *         agent/ core/ config/
 shm/*           *         shm/ core/ config/
 fabric/*        *         fabric/ core/ config/ agent/agent_proto.h agent/agent_hmac.h
 preload/*       *         preload/ core/ config/

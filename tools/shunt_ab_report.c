@@ -9,7 +9,7 @@
 #include "shunt_ab.h"
 #include "shunt_ab_sockperf.h"
 #include "shunt_outfmt.h"
-#include "stats_read.h"
+#include "core/shunt_stats_read.h"
 
 int ab_shunt_transports(const struct ab *a, struct shunt_stat_totals *t, int *accelerated)
 {

@@ -17,7 +17,7 @@
 
 #include "config/shunt_config.h"
 #include "shunt_tool.h"
-#include "stats_read.h"
+#include "core/shunt_stats_read.h"
 
 static void config_usage(FILE *f)
 {

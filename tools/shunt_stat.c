@@ -28,7 +28,7 @@
 #include "shunt_stat_listen.h"
 #include "shunt_statfile.h"
 #include "shunt_tool.h"
-#include "stats_read.h"
+#include "core/shunt_stats_read.h"
 
 struct opts {
 	long pid;              /* 0: all */

@@ -21,7 +21,7 @@
 
 #include "core/shunt_regname.h"
 #include "shunt_outfmt.h"
-#include "stats_read.h"
+#include "core/shunt_stats_read.h"
 
 #define MAX_HOLDERS 16
 

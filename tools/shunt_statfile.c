@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "config/shunt_config.h"
-#include "stats_read.h"
+#include "core/shunt_stats_read.h"
 
 struct sum_arg {
 	pid_t pid;

@@ -1,7 +1,7 @@
 /* What the library's per-process counters (<rundir>/s/<pid>, read with
- * stats_read.h) say about the connections of a measurement: how many took
- * each transport and why the others stayed on the kernel path.  shunt bench
- * and shunt ab use them to show that the shunt side really was
+ * core/shunt_stats_read.h) say about the connections of a measurement: how
+ * many took each transport and why the others stayed on the kernel path.
+ * shunt bench and shunt ab use them to show that the shunt side really was
  * accelerated. */
 #ifndef SHUNT_STATFILE_H
 #define SHUNT_STATFILE_H

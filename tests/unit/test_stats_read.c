@@ -1,4 +1,4 @@
-/* The stats reader (tools/stats_read.c) on files made here the way
+/* The stats reader (core/shunt_stats_read.c) on files made here the way
  * libshunt.so makes them, and the rundir location rules
  * (config/shunt_rundir_path.c). */
 #include <criterion/criterion.h>
@@ -18,7 +18,7 @@
 #include "config/shunt_config.h"
 #include "config/shunt_rundir_path.h"
 #include "core/shunt_reason.h"
-#include "tools/stats_read.h"
+#include "core/shunt_stats_read.h"
 
 #define NSLOTS 16u
 #define BYTES (sizeof(struct shunt_stats_file) + NSLOTS * sizeof(struct shunt_stat_slot))

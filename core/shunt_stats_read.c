@@ -1,5 +1,5 @@
-/* Reading <rundir>/s/<pid> (see stats_read.h). */
-#include "stats_read.h"
+/* Reading <rundir>/s/<pid> (see shunt_stats_read.h). */
+#include "shunt_stats_read.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -18,8 +18,8 @@
 
 #include "config/shunt_config.h"
 #include "config/shunt_rundir_path.h"
-#include "core/shunt_reason.h"
-#include "core/shunt_rundir_layout.h"
+#include "shunt_reason.h"
+#include "shunt_rundir_layout.h"
 
 /* A file without a header this old is not one being created: stale. */
 #define CREATING_GRACE_S 10

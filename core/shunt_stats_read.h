@@ -1,5 +1,5 @@
 /* Reading the per-process counters libshunt.so keeps in <rundir>/s/<pid>
- * (layout in preload/shunt_stats.h), for `shunt stat` and shuntd's /metrics.
+ * (layout in shunt_stats.h), for `shunt stat` and shuntd's /metrics.
  *
  * Reading needs no ptrace and sends no signal: the files are mapped
  * read-only.  A file whose owner is gone (its flock is free) is stale: it is
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/shunt_stats.h"
+#include "shunt_stats.h"
 
 #define SHUNT_STATS_DIR_MAX 256
 
