@@ -40,16 +40,6 @@ static inline int state_of(struct fab_conn *c)
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 }
 
-static inline uint64_t recon(uint64_t base, uint32_t v)
-{
-	return base + ((v - (uint32_t)base) & FAB_IMM_POS_MASK);
-}
-
-static inline uint64_t imm_of(enum fab_imm t, uint64_t pos)
-{
-	return ((uint64_t)t << FAB_IMM_POS_BITS) | (pos & FAB_IMM_POS_MASK);
-}
-
 static uint64_t remote(struct fab_conn *c, uint64_t off)
 {
 	return c->peer_addr + off;
@@ -126,23 +116,23 @@ static int cq_read(struct fab_conn *c, int full)
 				tx_moved = 1; /* a post that found the queue full may go */
 				continue;
 			}
-			if (((ent[i].data >> FAB_IMM_POS_BITS) & 7) == FAB_IMM_CREDIT)
+			if (fab_imm_type(ent[i].data) == FAB_IMM_CREDIT)
 				tx_moved = 1;
 			else
 				rx_moved = tx_moved = 1; /* data, or the state */
 			if (c->rx_cq_data)
 				fi_recv(c->ep, c->buf + 2 * c->ring, 0, c->desc, 0, NULL);
 			c->peer_ready = 1;
-			uint32_t v = (uint32_t)ent[i].data & FAB_IMM_POS_MASK;
-			switch ((ent[i].data >> FAB_IMM_POS_BITS) & 7) {
+			uint32_t v = fab_imm_pos(ent[i].data);
+			switch (fab_imm_type(ent[i].data)) {
 			case FAB_IMM_DATA: {
-				uint64_t p = recon(c->rx_arrived, v);
+				uint64_t p = fab_pos_recon(c->rx_arrived, v);
 				if (p - c->rx_consumed <= c->ring)
 					c->rx_arrived = p;
 				break;
 			}
 			case FAB_IMM_CREDIT: {
-				uint64_t p = recon(c->tx_acked, v);
+				uint64_t p = fab_pos_recon(c->tx_acked, v);
 				if (p <= c->tx_posted)
 					c->tx_acked = p;
 				break;
@@ -150,12 +140,12 @@ static int cq_read(struct fab_conn *c, int full)
 			case FAB_IMM_SHUT:
 			case FAB_IMM_CLOSE:
 				c->peer_shut = 1;
-				c->peer_shut_at = recon(c->rx_consumed, v);
-				if (((ent[i].data >> FAB_IMM_POS_BITS) & 7) == FAB_IMM_CLOSE)
+				c->peer_shut_at = fab_pos_recon(c->rx_consumed, v);
+				if (fab_imm_type(ent[i].data) == FAB_IMM_CLOSE)
 					c->peer_closed = 1;
 				break;
 			case FAB_IMM_DEMOTE: {
-				uint64_t p = recon(c->tx_acked, v);
+				uint64_t p = fab_pos_recon(c->tx_acked, v);
 				if (p <= c->tx_posted) {
 					c->peer_demote = p;
 					c->got_demote = 1;
@@ -200,7 +190,7 @@ int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
 	struct fi_rma_iov rma = {remote(c, 0), 0, c->peer_key};
 	struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &c->desc, .iov_count = 1,
 				 .addr = FI_ADDR_UNSPEC, .rma_iov = &rma, .rma_iov_count = 1,
-				 .data = imm_of(t, pos)};
+				 .data = fab_imm_make(t, pos)};
 	uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
 	if (c->dead)
 		return -1;
@@ -229,11 +219,11 @@ static void maybe_credit(struct fab_conn *c)
 {
 	if (state_of(c) != FAB_UP || c->sent_demote || c->failed || !c->peer_ready)
 		return;
-	if (c->rx_consumed - c->rx_credited < c->ring / 8)
+	if (!fab_credit_due(c->rx_consumed, c->rx_credited, c->ring))
 		return;
 	if (c->tx_inflight < c->tx_depth + 8) {
 		ssize_t r = fi_writedata(c->ep, c->buf + 2 * c->ring, 0, c->desc,
-					 imm_of(FAB_IMM_CREDIT, c->rx_consumed), FI_ADDR_UNSPEC, remote(c, 0),
+					 fab_imm_make(FAB_IMM_CREDIT, c->rx_consumed), FI_ADDR_UNSPEC, remote(c, 0),
 					 c->peer_key, NULL);
 		if (r == 0) {
 			c->tx_inflight++;
@@ -273,7 +263,7 @@ void fab_flush(struct fab_conn *c)
 		}
 		uint64_t end = c->tx_posted + n;
 		ssize_t r = fi_writedata(c->ep, c->buf + off, n, c->desc,
-					 imm_of(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
+					 fab_imm_make(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
 					 NULL);
 		if (r == -FI_EAGAIN) {
 			fab_cq_drain_locked(c);
@@ -496,7 +486,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (c->cq_fresh && state_of(c) == FAB_UP && !c->failed && !c->got_demote &&
 		    !c->sent_demote && !c->peer_closed && c->peer_ready &&
 		    c->tx_posted == c->tx_head && c->tx_inflight < c->tx_depth &&
-		    c->tx_head - c->tx_acked < c->ring)
+		    fab_tx_room(c->ring, c->tx_head, c->tx_acked))
 			c->cq_fresh = 0;
 		else
 			advance(c);
@@ -516,7 +506,7 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			fab_unlock(c);
 			return done ? (ssize_t)done : shunt_broken_pipe(flags);
 		}
-		uint64_t space = c->ring - (c->tx_head - c->tx_acked);
+		uint64_t space = fab_tx_room(c->ring, c->tx_head, c->tx_acked);
 		size_t n = total - done < space ? total - done : (size_t)space;
 		if (n) {
 			n = ring_copy(c, c->buf, c->tx_head, n, m->msg_iov, m->msg_iovlen, done, 1);
@@ -615,7 +605,7 @@ short fab_poll(struct shunt_conn *b, short events)
 		if (c->rx_limit > c->rx_consumed || (p.revents & POLLIN) ||
 		    ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && c->got_demote))
 			r |= POLLIN | POLLRDNORM;
-		if (c->tx_head - c->tx_acked < c->ring && !c->shut_wr)
+		if (fab_tx_room(c->ring, c->tx_head, c->tx_acked) && !c->shut_wr)
 			r |= POLLOUT | POLLWRNORM;
 		return (short)(r & (events | POLLERR | POLLHUP));
 	}
@@ -631,7 +621,7 @@ short fab_poll(struct shunt_conn *b, short events)
 		else
 			c->base.tcp_hint = 0;
 	}
-	if (c->tx_head - c->tx_acked < c->ring && !c->shut_wr)
+	if (fab_tx_room(c->ring, c->tx_head, c->tx_acked) && !c->shut_wr)
 		r |= POLLOUT | POLLWRNORM;
 	if (c->peer_closed)
 		r |= POLLOUT | POLLWRNORM; /* the write fails with EPIPE at once */

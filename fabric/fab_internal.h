@@ -9,11 +9,8 @@
  *   fab_watch.c  the thread that moves connections the application is
  *                not looking at
  *   fab_lib.c    libfabric itself, loaded by the first connection needing it
- *
- * Wire format (everything the peer sees besides RMA payload): the 32-bit
- * remote CQ data of zero- or more-byte RMA writes, a type in the top
- * FAB_IMM_TYPE_BITS and a stream position modulo 2^FAB_IMM_POS_BITS below;
- * and the connection data of fi_connect/fi_accept (struct fab_cm_*). */
+ *   fab_rdv.c    the agent's client: offers, filed offers, relayed positions
+ *   fab_wire.c   what the peer sees: CQ data, connection data */
 #ifndef FAB_INTERNAL_H
 #define FAB_INTERNAL_H
 
@@ -38,51 +35,13 @@
 #include <rdma/fi_rma.h>
 
 #include "fab_rdv.h"
+#include "fab_wire.h"
 #include "core/shunt_clock.h"
 #include "core/shunt_conn.h"
 #include "core/shunt_transport.h"
 
 #define FAB_API FI_VERSION(1, 9)
-#define FAB_MAGIC 0x53484642u /* "SHFB" */
-#define FAB_VERSION 1u
-#define FAB_MIN_RING 4096u
-#define FAB_MAX_RING (1u << 28)
-/* CQ data: verbs carries 4 bytes, so types and positions share 32 bits.
- * A position is reconstructed from a known lower bound it cannot be more
- * than FAB_MAX_RING past. */
-#define FAB_IMM_POS_BITS 29
-#define FAB_IMM_POS_MASK ((1u << FAB_IMM_POS_BITS) - 1)
 enum { FAB_RX = 0, FAB_TX = 1 };
-
-enum fab_imm {
-	FAB_IMM_DATA = 0,   /* payload written into the rx ring, ends at pos */
-	FAB_IMM_CREDIT = 1, /* the peer consumed up to pos */
-	FAB_IMM_SHUT = 2,   /* shutdown(SHUT_WR): EOF after pos */
-	FAB_IMM_CLOSE = 3,  /* last close: EOF after pos, no reader any more */
-	FAB_IMM_DEMOTE = 4, /* moving to TCP: the sender delivers its ring up
-			       to pos and reads the rest from the socket */
-};
-
-/* fi_connect data, server -> client's passive endpoint.  Fits the 56 bytes
- * of private data an InfiniBand CM request carries. */
-struct fab_cm_req {
-	uint32_t magic;
-	uint8_t version;
-	uint8_t decline;     /* the accepting side took the kernel path */
-	uint8_t ring_log2;
-	uint8_t reserved;
-	uint8_t token[AGENT_TOKEN_LEN];
-	uint64_t rx_addr;    /* server's rx ring, as the peer names it */
-	uint64_t rx_key;
-};
-
-/* fi_accept data, client -> server. */
-struct fab_cm_rep {
-	uint32_t magic;
-	uint32_t reserved;
-	uint64_t rx_addr;
-	uint64_t rx_key;
-};
 
 enum fab_state {
 	FAB_OFFERED = 1, /* client: offer filed, no connect-back yet; the

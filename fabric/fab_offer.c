@@ -116,15 +116,12 @@ static int wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t r
 int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 {
 	struct fab_cm_req req;
-	if (!d || len < sizeof req)
-		return 0;
-	memcpy(&req, e->data, sizeof req);
-	if (req.magic != FAB_MAGIC || req.version != FAB_VERSION)
+	if (!d || fab_cm_req_parse(&req, e->data, len) < 0)
 		return 0;
 	pthread_mutex_lock(&offers_mu);
 	struct fab_conn *c = offer_find_locked(req.token, 1);
 	int st = FAB_OFFERED;
-	int won = c && (uint64_t)1 << req.ring_log2 == c->ring &&
+	int won = c && fab_cm_req_ring(&req) == c->ring &&
 		  __atomic_compare_exchange_n(&c->state, &st,
 					      req.decline ? FAB_DECLINED : FAB_ACCEPTING, 0,
 					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -142,8 +139,8 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 	c->peer_addr = req.rx_addr;
 	c->peer_key = req.rx_key;
 	struct fid_fabric *fab = fab_fabric();
-	struct fab_cm_rep rep = {.magic = FAB_MAGIC, .rx_addr = fab_ring_addr_rx(c),
-				 .rx_key = fi_mr_key(c->mr)};
+	struct fab_cm_rep rep;
+	fab_cm_rep_make(&rep, fab_ring_addr_rx(c), fi_mr_key(c->mr));
 	int rc = -1;
 	if (fab_conn_ep(c, d, fab, e->info) == 0 && fi_accept(c->ep, &rep, sizeof rep) == 0) {
 		rc = wait_connected(c->eq, 2000 + (int)shunt_config()->offer_timeout_ms, NULL, 0);
@@ -277,10 +274,8 @@ static void refuse(const struct agent_offer *o)
 	struct fid_cq *cq = NULL;
 	struct fi_eq_attr ea = {.size = 4, .wait_obj = FI_WAIT_UNSPEC};
 	struct fi_cq_attr ca = {.size = 4, .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
-	struct fab_cm_req req = {.magic = FAB_MAGIC, .version = FAB_VERSION, .decline = 1};
-	memcpy(req.token, o->token, sizeof req.token);
-	while (o->ring_size > ((uint64_t)1 << req.ring_log2) && req.ring_log2 < 63)
-		req.ring_log2++;
+	struct fab_cm_req req;
+	fab_cm_req_make(&req, o->token, o->ring_size, 0, 0, 1);
 	/* (An endpoint enables only with its CQ bound, even one that never
 	 * carries anything.) */
 	int rc = -1;
@@ -333,11 +328,8 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	why = SHUNT_R_PROVIDER_ERROR;
 	if (fab_conn_ep(c, d, fab, info) < 0)
 		goto refuse;
-	struct fab_cm_req req = {.magic = FAB_MAGIC, .version = FAB_VERSION,
-				 .rx_addr = fab_ring_addr_rx(c), .rx_key = fi_mr_key(c->mr)};
-	memcpy(req.token, o.token, sizeof req.token);
-	while (o.ring_size > ((uint64_t)1 << req.ring_log2))
-		req.ring_log2++;
+	struct fab_cm_req req;
+	fab_cm_req_make(&req, o.token, o.ring_size, fab_ring_addr_rx(c), fi_mr_key(c->mr), 0);
 	if (fi_connect(c->ep, o.addr, &req, sizeof req) != 0)
 		goto out;
 	struct fab_cm_rep rep;
@@ -347,7 +339,7 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 		why = SHUNT_R_OFFER_TIMEOUT; /* the client gave up: it is on TCP */
 		goto out;
 	}
-	if (rc < 0 || rep.magic != FAB_MAGIC) {
+	if (rc < 0 || fab_cm_rep_check(&rep) < 0) {
 		/* The client may have accepted: neither path is safe now. */
 		c->base.fd = fd;
 		fab_reset_tcp(c);

@@ -1,0 +1,110 @@
+/* What a fabric peer sees besides RMA payload: the 32-bit remote CQ data of
+ * each write (a type and a stream position), and the connection data of
+ * fi_connect/fi_accept.  Every field is hostile to the side that did not
+ * write it.  Pure arithmetic, no provider: the unit tests run it. */
+#ifndef FAB_WIRE_H
+#define FAB_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/agent_proto.h" /* AGENT_TOKEN_LEN: the offer's token */
+
+#define FAB_MAGIC 0x53484642u /* "SHFB" */
+#define FAB_VERSION 1u
+#define FAB_MIN_RING 4096u
+#define FAB_MAX_RING (1u << 28)
+
+/* CQ data: verbs carries 4 bytes, so types and positions share 32 bits.
+ * A position is reconstructed from a known lower bound it cannot be more
+ * than FAB_MAX_RING past. */
+#define FAB_IMM_POS_BITS 29
+#define FAB_IMM_POS_MASK ((1u << FAB_IMM_POS_BITS) - 1)
+
+enum fab_imm {
+	FAB_IMM_DATA = 0,   /* payload written into the rx ring, ends at pos */
+	FAB_IMM_CREDIT = 1, /* the peer consumed up to pos */
+	FAB_IMM_SHUT = 2,   /* shutdown(SHUT_WR): EOF after pos */
+	FAB_IMM_CLOSE = 3,  /* last close: EOF after pos, no reader any more */
+	FAB_IMM_DEMOTE = 4, /* moving to TCP: the sender delivers its ring up
+			       to pos and reads the rest from the socket */
+};
+
+/* The CQ data of a write of type t ending (or standing) at pos. */
+static inline uint64_t fab_imm_make(enum fab_imm t, uint64_t pos)
+{
+	return ((uint64_t)t << FAB_IMM_POS_BITS) | (pos & FAB_IMM_POS_MASK);
+}
+
+static inline enum fab_imm fab_imm_type(uint64_t data)
+{
+	return (enum fab_imm)((data >> FAB_IMM_POS_BITS) & 7);
+}
+
+static inline uint32_t fab_imm_pos(uint64_t data)
+{
+	return (uint32_t)data & FAB_IMM_POS_MASK;
+}
+
+/* The stream position whose low FAB_IMM_POS_BITS are v, at or after base
+ * and less than 2^FAB_IMM_POS_BITS past it. */
+static inline uint64_t fab_pos_recon(uint64_t base, uint32_t v)
+{
+	return base + ((v - (uint32_t)base) & FAB_IMM_POS_MASK);
+}
+
+/* A reader returns a credit once it has consumed an eighth of the ring
+ * past its last one. */
+static inline int fab_credit_due(uint64_t consumed, uint64_t credited, uint64_t ring)
+{
+	return consumed - credited >= ring / 8;
+}
+
+/* Room in a writer's tx ring: bytes are kept until a credit covers them. */
+static inline uint64_t fab_tx_room(uint64_t ring, uint64_t head, uint64_t acked)
+{
+	return ring - (head - acked);
+}
+
+/* fi_connect data, server -> client's passive endpoint, host byte order
+ * (both ends run this code).  Fits the 56 bytes of private data an
+ * InfiniBand CM request carries. */
+struct fab_cm_req {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t decline;     /* the accepting side took the kernel path */
+	uint8_t ring_log2;
+	uint8_t reserved;
+	uint8_t token[AGENT_TOKEN_LEN];
+	uint64_t rx_addr;    /* server's rx ring, as the peer names it */
+	uint64_t rx_key;
+};
+_Static_assert(sizeof(struct fab_cm_req) <= 56, "fits an InfiniBand CM request");
+
+/* fi_accept data, client -> server. */
+struct fab_cm_rep {
+	uint32_t magic;
+	uint32_t reserved;
+	uint64_t rx_addr;
+	uint64_t rx_key;
+};
+
+/* The server's request for the offer of token (ring: the offer's ring
+ * size), naming its rx ring; decline: it took the kernel path. */
+void fab_cm_req_make(struct fab_cm_req *r, const uint8_t token[AGENT_TOKEN_LEN],
+		     uint64_t ring, uint64_t rx_addr, uint64_t rx_key, int decline);
+/* A request as it arrived (len bytes of connection data): 0 with *r when
+ * it is ours (magic, version, a ring size that is a power of two), else -1. */
+int fab_cm_req_parse(struct fab_cm_req *r, const void *data, size_t len);
+/* The ring size a request names. */
+static inline uint64_t fab_cm_req_ring(const struct fab_cm_req *r)
+{
+	return (uint64_t)1 << r->ring_log2;
+}
+
+/* The client's answer, naming its rx ring. */
+void fab_cm_rep_make(struct fab_cm_rep *r, uint64_t rx_addr, uint64_t rx_key);
+/* 0 when an answer that arrived is ours. */
+int fab_cm_rep_check(const struct fab_cm_rep *r);
+
+#endif
