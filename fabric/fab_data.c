@@ -127,13 +127,13 @@ static int cq_read(struct fab_conn *c, int full)
 			switch (fab_imm_type(ent[i].data)) {
 			case FAB_IMM_DATA: {
 				uint64_t p = fab_pos_recon(c->rx_arrived, v);
-				if (p - c->rx_consumed <= c->ring)
+				if (fab_data_pos_ok(p, c->rx_consumed, c->ring))
 					c->rx_arrived = p;
 				break;
 			}
 			case FAB_IMM_CREDIT: {
 				uint64_t p = fab_pos_recon(c->tx_acked, v);
-				if (p <= c->tx_posted)
+				if (fab_peer_pos_ok(p, c->tx_acked, c->tx_posted))
 					c->tx_acked = p;
 				break;
 			}
@@ -146,7 +146,7 @@ static int cq_read(struct fab_conn *c, int full)
 				break;
 			case FAB_IMM_DEMOTE: {
 				uint64_t p = fab_pos_recon(c->tx_acked, v);
-				if (p <= c->tx_posted) {
+				if (fab_peer_pos_ok(p, c->tx_acked, c->tx_posted)) {
 					c->peer_demote = p;
 					c->got_demote = 1;
 				} else {

@@ -197,7 +197,7 @@ int fab_relay_check(struct fab_conn *c)
 	SHUNT_DEBUG("fabric: fd=%d the peer's DEMOTE %llu came through the agents", c->base.fd,
 		    (unsigned long long)pos);
 	/* As if it had come over the fabric (fab_cq_drain_locked). */
-	if (pos < c->tx_acked || pos > c->tx_posted) {
+	if (!fab_peer_pos_ok(pos, c->tx_acked, c->tx_posted)) {
 		c->failed = 2;
 		return 0;
 	}
@@ -336,12 +336,7 @@ static int unread_spans(struct fab_conn *c, struct iovec v[2])
 	if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FAB_DEMOTED ||
 	    c->rx_limit <= c->rx_consumed)
 		return 0;
-	uint64_t len = c->rx_limit - c->rx_consumed, off = c->rx_consumed & (c->ring - 1);
-	uint64_t first = len < c->ring - off ? len : c->ring - off;
-	uint8_t *rx = c->buf + c->ring;
-	v[0] = (struct iovec){rx + off, first};
-	v[1] = (struct iovec){rx, len - first};
-	return len > first ? 2 : 1;
+	return fab_ring_spans(c->buf + c->ring, c->ring, c->rx_consumed, c->rx_limit, v);
 }
 
 /* The caller hands the fd to the kernel path when this returns (exec,

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "agent/agent_proto.h" /* AGENT_TOKEN_LEN: the offer's token */
 
@@ -51,6 +52,33 @@ static inline uint32_t fab_imm_pos(uint64_t data)
 static inline uint64_t fab_pos_recon(uint64_t base, uint32_t v)
 {
 	return base + ((v - (uint32_t)base) & FAB_IMM_POS_MASK);
+}
+
+/* A DATA write may end at p when that is at most a ring past what the
+ * reader consumed (the writer never has more than a ring unacked). */
+static inline int fab_data_pos_ok(uint64_t p, uint64_t consumed, uint64_t ring)
+{
+	return p - consumed <= ring;
+}
+
+/* A credit, or the position of the peer's DEMOTE (where it stopped reading,
+ * so where our replay starts): never behind what the peer already credited,
+ * never past what we posted.  Anything else the peer cannot have meant. */
+static inline int fab_peer_pos_ok(uint64_t p, uint64_t acked, uint64_t posted)
+{
+	return p >= acked && p <= posted;
+}
+
+/* The bytes of stream positions [from, to) in a ring of size bytes at
+ * base, as one or two spans (the second when they wrap): how many spans. */
+static inline int fab_ring_spans(uint8_t *base, uint64_t size, uint64_t from, uint64_t to,
+				 struct iovec v[2])
+{
+	uint64_t len = to - from, off = from & (size - 1);
+	uint64_t first = len < size - off ? len : size - off;
+	v[0] = (struct iovec){base + off, first};
+	v[1] = (struct iovec){base, len - first};
+	return len > first ? 2 : 1;
 }
 
 /* A reader returns a credit once it has consumed an eighth of the ring

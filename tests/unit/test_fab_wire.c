@@ -1,0 +1,150 @@
+/* What a fabric peer sees, without a provider: CQ data (types, positions
+ * rebuilt from a lower bound, across the 2^29 wrap), the positions a peer
+ * may name, credits and room, the connection data, and the replay's
+ * exactness argument on ring positions. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "fabric/fab_wire.h"
+
+Test(fab_wire, cq_data_carries_type_and_position)
+{
+	const enum fab_imm types[] = {FAB_IMM_DATA, FAB_IMM_CREDIT, FAB_IMM_SHUT, FAB_IMM_CLOSE,
+				      FAB_IMM_DEMOTE};
+	const uint64_t pos[] = {0, 1, FAB_IMM_POS_MASK, (uint64_t)FAB_IMM_POS_MASK + 1,
+				123456789012345ull};
+	for (unsigned t = 0; t < 5; t++)
+		for (unsigned p = 0; p < 5; p++) {
+			uint64_t d = fab_imm_make(types[t], pos[p]);
+			cr_assert_lt(d, (uint64_t)1 << 32, "fits the 4 bytes verbs carries");
+			cr_assert_eq(fab_imm_type(d), types[t]);
+			cr_assert_eq(fab_imm_pos(d), pos[p] & FAB_IMM_POS_MASK);
+		}
+}
+
+Test(fab_wire, positions_are_rebuilt_from_a_lower_bound)
+{
+	const uint64_t bases[] = {0, 1000, FAB_IMM_POS_MASK - 10, (uint64_t)5 << 40,
+				  ((uint64_t)7 << 40) + FAB_IMM_POS_MASK};
+	for (unsigned i = 0; i < 5; i++)
+		for (uint64_t ahead = 0; ahead <= FAB_MAX_RING; ahead += FAB_MAX_RING / 4) {
+			uint64_t p = bases[i] + ahead;
+			cr_assert_eq(fab_pos_recon(bases[i], fab_imm_pos(fab_imm_make(FAB_IMM_DATA, p))),
+				     p, "base %llu + %llu", (unsigned long long)bases[i],
+				     (unsigned long long)ahead);
+		}
+}
+
+Test(fab_wire, a_peer_names_only_positions_it_can_mean)
+{
+	/* DATA ends at most a ring past what the reader consumed. */
+	cr_assert(fab_data_pos_ok(5000, 1000, 4096));
+	cr_assert(fab_data_pos_ok(5096, 1000, 4096));
+	cr_assert(!fab_data_pos_ok(5097, 1000, 4096));
+	cr_assert(!fab_data_pos_ok(999, 1000, 4096), "behind what was consumed");
+	/* A credit or DEMOTE: within [acked, posted]. */
+	cr_assert(fab_peer_pos_ok(100, 100, 200));
+	cr_assert(fab_peer_pos_ok(200, 100, 200));
+	cr_assert(!fab_peer_pos_ok(99, 100, 200));
+	cr_assert(!fab_peer_pos_ok(201, 100, 200), "a position we never posted");
+}
+
+Test(fab_wire, credits_every_eighth_and_room_until_covered)
+{
+	cr_assert(!fab_credit_due(1000 + 8191, 1000, 65536));
+	cr_assert(fab_credit_due(1000 + 8192, 1000, 65536));
+	cr_assert_eq(fab_tx_room(65536, 70000, 70000), 65536);
+	cr_assert_eq(fab_tx_room(65536, 70000 + 65536, 70000), 0);
+	cr_assert_eq(fab_tx_room(65536, 70000 + 100, 70000), 65436);
+}
+
+Test(fab_wire, connection_data_both_ways)
+{
+	uint8_t token[AGENT_TOKEN_LEN];
+	for (unsigned i = 0; i < sizeof token; i++)
+		token[i] = (uint8_t)(i * 7 + 1);
+	const uint64_t rings[] = {FAB_MIN_RING, 65536, 1u << 20, FAB_MAX_RING};
+	for (unsigned i = 0; i < 4; i++) {
+		struct fab_cm_req r, back;
+		fab_cm_req_make(&r, token, rings[i], 0x1234, 0x5678, i & 1);
+		cr_assert_eq(fab_cm_req_parse(&back, &r, sizeof r), 0);
+		cr_assert_eq(fab_cm_req_ring(&back), rings[i]);
+		cr_assert_eq(back.decline, i & 1);
+		cr_assert(!memcmp(back.token, token, sizeof token));
+		cr_assert_eq(back.rx_addr, 0x1234);
+		cr_assert_eq(back.rx_key, 0x5678);
+	}
+	struct fab_cm_rep rep;
+	fab_cm_rep_make(&rep, 1, 2);
+	cr_assert_eq(fab_cm_rep_check(&rep), 0);
+	rep.magic ^= 1;
+	cr_assert_eq(fab_cm_rep_check(&rep), -1);
+}
+
+Test(fab_wire, connection_data_from_a_stranger_is_refused)
+{
+	uint8_t token[AGENT_TOKEN_LEN] = {0};
+	struct fab_cm_req r, back;
+	fab_cm_req_make(&r, token, 65536, 0, 0, 0);
+	cr_assert_eq(fab_cm_req_parse(&back, &r, sizeof r - 1), -1, "short");
+	struct fab_cm_req bad = r;
+	bad.magic++;
+	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "magic");
+	bad = r;
+	bad.version++;
+	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "version");
+	bad = r;
+	bad.ring_log2 = 200;
+	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "a shift past 63");
+}
+
+/* Copy the spans into out: how many bytes. */
+static size_t gather(uint8_t *out, const struct iovec *v, int nv)
+{
+	size_t n = 0;
+	for (int i = 0; i < nv; i++) {
+		memcpy(out + n, v[i].iov_base, v[i].iov_len);
+		n += v[i].iov_len;
+	}
+	return n;
+}
+
+/* The demotion's argument, on positions: the reader stops at what its
+ * application consumed (k) and says so (DEMOTE(k)); the writer, whose
+ * credits never ran ahead of k, still holds [k, head) and replays exactly
+ * that.  The reader's ring gives [0, k), the socket [k, head): each byte
+ * once, in order, whatever the credits said. */
+Test(fab_wire, the_replay_starts_where_the_reader_stopped)
+{
+	enum { RING = 4096 };
+	static uint8_t stream[20000], wring[RING], rring[RING], got[20000];
+	for (unsigned i = 0; i < sizeof stream; i++)
+		stream[i] = (uint8_t)(i * 131 + (i >> 8));
+	const uint64_t cases[][3] = {
+		/* head, consumed by the reader, acked by a (lagging) credit */
+		{4000, 1500, 1024}, {10000, 9000, 8192}, {12345, 12345, 12000}, {8192, 4096, 4096},
+		{19000, 16000, 15000},
+	};
+	for (unsigned t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+		uint64_t head = cases[t][0], k = cases[t][1], acked = cases[t][2];
+		/* The writer's tx ring and the reader's rx ring hold the last
+		 * RING bytes up to head, at their stream offsets. */
+		for (uint64_t p = head > RING ? head - RING : 0; p < head; p++)
+			wring[p & (RING - 1)] = rring[p & (RING - 1)] = stream[p];
+		cr_assert(fab_peer_pos_ok(k, acked, head), "DEMOTE(%llu) accepted",
+			  (unsigned long long)k);
+		struct iovec v[2];
+		/* What the reader consumed came out of its ring (the part of it
+		 * still there is read back from the ring here). */
+		uint64_t from = head > RING ? head - RING : 0;
+		if (from > k)
+			from = k;
+		memcpy(got, stream, from);
+		int nv = fab_ring_spans(rring, RING, from, k, v);
+		cr_assert_eq(gather(got + from, v, nv), k - from);
+		/* The replay: the writer's [k, head). */
+		nv = fab_ring_spans(wring, RING, k, head, v);
+		cr_assert_eq(gather(got + k, v, nv), head - k);
+		cr_assert(!memcmp(got, stream, head), "case %u: the stream differs", t);
+	}
+}

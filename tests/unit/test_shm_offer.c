@@ -1,0 +1,133 @@
+/* The shm transport's rendezvous against core alone (no interposers):
+ * offer and commit, a listener that is not registered, a server that
+ * refuses, a server without shunt, an offer nobody can read.  Both ends
+ * live in the test process, on a private rundir (scratch_rundir.c). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn_pair.h"
+#include "core/shunt_reason.h"
+#include "core/shunt_rundir.h"
+#include "core/shunt_transport.h"
+#include "core/shunt_tuple.h"
+
+/* The transports of this program: shm alone. */
+const struct shunt_transport_ops *const shunt_transports[] = {&shunt_transport_shm, NULL};
+
+Test(shm_offer, commit_moves_bytes_both_ways_on_shm)
+{
+	struct conn_pair p;
+	pair_open(&p);
+	cr_assert_eq(fd_kind(p.cfd), SHUNT_FD_ACCEL, "client: %s", fd_reason(p.cfd));
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_ACCEL, "server: %s", fd_reason(p.sfd));
+	cr_assert_str_eq(fd_transport(p.cfd), "shm");
+	cr_assert_str_eq(fd_transport(p.sfd), "shm");
+
+	uint8_t out[5000], in[5000];
+	pattern(out, sizeof out, 0, 1);
+	t_send_all(p.cfd, out, sizeof out);
+	t_recv_all(p.sfd, in, sizeof in);
+	cr_assert(pattern_ok(in, sizeof in, 0, 1));
+	pattern(out, sizeof out, 0, 2);
+	t_send_all(p.sfd, out, sizeof out);
+	t_recv_all(p.cfd, in, sizeof in);
+	cr_assert(pattern_ok(in, sizeof in, 0, 2));
+	/* Nothing of it went over TCP. */
+	char b;
+	cr_assert_eq(recv(p.sfd, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+	pair_close(&p);
+}
+
+Test(shm_offer, a_listener_not_registered_gets_no_offer)
+{
+	struct conn_pair p;
+	pair_listen(&p, 0);
+	pair_connect(&p);
+	pair_accept(&p, 1);
+	cr_assert_eq(fd_kind(p.cfd), SHUNT_FD_KERNEL);
+	cr_assert_str_eq(fd_reason(p.cfd), "no-peer-shim");
+	cr_assert_str_eq(fd_reason(p.sfd), "no-peer-shim");
+	pair_close(&p);
+}
+
+/* A server that took the kernel path (its rule, its config) refuses: the
+ * client replays what it wrote meanwhile over TCP, at once. */
+Test(shm_offer, a_refusal_replays_what_the_client_wrote)
+{
+	struct conn_pair p;
+	pair_listen(&p, 1);
+	pair_connect(&p);
+	uint8_t out[3000], in[3000];
+	pattern(out, sizeof out, 0, 3);
+	t_send_all(p.cfd, out, sizeof out); /* into the ring: nobody took it yet */
+	pair_accept(&p, 0);
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof peer;
+	cr_assert(getpeername(p.sfd, (struct sockaddr *)&peer, &plen) == 0);
+	shunt_transport_shm.decline(p.sfd, (struct sockaddr *)&peer, plen);
+
+	/* The client's next call sees the refusal. */
+	char b;
+	cr_assert_eq(t_recv(p.cfd, &b, 1, MSG_DONTWAIT), -1);
+	cr_assert_eq(errno, EAGAIN);
+	cr_assert_eq(fd_kind(p.cfd), SHUNT_FD_KERNEL);
+	cr_assert_str_eq(fd_reason(p.cfd), "declined");
+	t_recv_all(p.sfd, in, sizeof in); /* the plain socket */
+	cr_assert(pattern_ok(in, sizeof in, 0, 3));
+	pair_close(&p);
+}
+
+/* A server without shunt behind a registered address answers on TCP: the
+ * client leaves its offer when the socket speaks, not at its deadline. */
+Test(shm_offer, a_server_without_shunt_ends_the_offer)
+{
+	struct conn_pair p;
+	pair_listen(&p, 1);
+	pair_connect(&p);
+	uint8_t out[2000], in[2000];
+	pattern(out, sizeof out, 0, 4);
+	t_send_all(p.cfd, out, sizeof out);
+	pair_accept(&p, 0);
+	cr_assert(send(p.sfd, "hello", 5, 0) == 5);
+	char h[5];
+	t_recv_all(p.cfd, h, sizeof h);
+	cr_assert(!memcmp(h, "hello", 5));
+	cr_assert_eq(fd_kind(p.cfd), SHUNT_FD_KERNEL);
+	cr_assert_str_eq(fd_reason(p.cfd), "offer-timeout");
+	t_recv_all(p.sfd, in, sizeof in);
+	cr_assert(pattern_ok(in, sizeof in, 0, 4));
+	pair_close(&p);
+}
+
+/* Bad handshake input: the connection falls back, nothing breaks. */
+Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
+{
+	struct conn_pair p;
+	pair_listen(&p, 1);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	p.cfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(bind(p.cfd, (struct sockaddr *)&a, sizeof a) == 0);
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof local;
+	cr_assert(getsockname(p.cfd, (struct sockaddr *)&local, &ll) == 0);
+	struct shunt_tuple t;
+	char key[32], path[SHUNT_PATH_MAX];
+	cr_assert(shunt_tuple_make(&t, (struct sockaddr *)&local, (struct sockaddr *)&p.dst) == 0);
+	shunt_tuple_key(&t, key, sizeof key);
+	cr_assert(shunt_rundir_path(path, sizeof path, getenv("SHUNT_RUNDIR"), SHUNT_ROOM_OFFER,
+				    "%s", key) == 0);
+	cr_assert(symlink("../../etc/passwd:0:4096", path) == 0);
+	cr_assert(connect(p.cfd, (struct sockaddr *)&p.dst, p.dlen) == 0);
+	pair_accept(&p, 1);
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_KERNEL);
+	cr_assert_str_eq(fd_reason(p.sfd), "bad-offer");
+	cr_assert(send(p.cfd, "x", 1, 0) == 1);
+	char b;
+	cr_assert_eq(t_recv(p.sfd, &b, 1, 0), 1);
+	unlink(path);
+	pair_close(&p);
+}
