@@ -33,13 +33,15 @@ for f in config/* core/* agent/* shm/* fabric/* preload/* tools/* bench/*; do
 	done)
 	own=${rule%% *}
 	# shellcheck disable=SC2086 # split the list, trimmed
-	allowed=$(echo ${rule#* })
+	set -- ${rule#* }
+	allowed="$*"
 	if [ -z "$rule" ]; then
 		echo "FAIL: $f: no rule for its folder"
 		bad=1
 		continue
 	fi
 	dir=${f%%/*}
+	# shellcheck disable=SC2013 # include names have no spaces
 	for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
 		case $inc in
 		shunt/*) continue ;; # the public API, everyone's

@@ -65,8 +65,8 @@ stop "$mpid"
 
 assert_memcached_on_shm
 # The server's accept was decided by the process running as nobody.
-pid=$(log_lines "$(shm_conn_re memcached server)" | sed -n 's/^shunt\[\([0-9]*\)\].*/\1/p')
+pid=$(log_lines "$(tp_conn_re shm memcached server)" | sed -n 's/^shunt\[\([0-9]*\)\].*/\1/p')
 [[ $pid == "$mem" ]] || die "the accept was decided by pid $pid, not memcached ($mem)"
 total=$(sed -n 's/.* bytes=\([0-9]*\) .*/\1/p' "$PDIR/client.out")
 note "memcached -u $SERVER_USER and a client of uid $CLIENT_UID (group $SERVER_GROUP): shm, $total bytes of values"
-shm_pass
+pass_soft

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fabric transport across two "hosts" (network namespaces joined by veth,
 # 198.18.0.0/15), each with its own rundir and shuntd, libfabric's tcp
-# provider.  Subtests (SHM_ONLY=... runs some):
+# provider.  Subtests (E2E_ONLY=... runs some):
 #   torture   echo_server/echo_client across the hosts, 3 connections, both
 #             directions at once, random call sizes, in pairs of wait
 #             interfaces (blocking threads, poll, ppoll, select, pselect,
@@ -110,12 +110,12 @@ t_torture() {
 		pair "torture-$i" "$sw" "$cw" "$sa" "$ra"
 		assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs fabric (${combos[$i]})"
 		check_logs
-		assert_fab_conns echo_client client $CONNS
-		assert_fab_conns echo_server server $CONNS
+		assert_conns fabric echo_client client $CONNS
+		assert_conns fabric echo_server server $CONNS
 		assert_conn_pairs $CONNS
-		assert_log_count "$(fab_close_re echo_client "$BYTES" "$BYTES")" $CONNS
-		assert_log_count "$(fab_close_re echo_server "$BYTES" "$BYTES")" $CONNS
-		assert_log_lacks "$(fab_moved_re)"
+		assert_log_count "$(close_re fabric echo_client "$BYTES" "$BYTES")" $CONNS
+		assert_log_count "$(close_re fabric echo_server "$BYTES" "$BYTES")" $CONNS
+		assert_log_lacks "$(moved_re fabric)"
 		note "${combos[$i]}: $CONNS connections on fabric, byte-exact"
 	done
 }
@@ -143,15 +143,15 @@ t_fail() {
 		pair "fail-$who" epoll poll mix mix "$es" "$ec"
 		assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs fabric with a failure ($c)"
 		check_logs
-		assert_fab_conns echo_client client $CONNS
-		assert_fab_conns echo_server server $CONNS
+		assert_conns fabric echo_client client $CONNS
+		assert_conns fabric echo_server server $CONNS
 		# Every connection left the fabric at both ends, and said why.
 		local moved
-		moved=$(log_count "$(fab_moved_re '(provider-error|peer-demoted)')")
+		moved=$(log_count "$(moved_re fabric '(provider-error|peer-demoted)')")
 		[[ $moved -eq $((2 * CONNS)) ]] || die "$c: $moved moves, expected $((2 * CONNS))"
 		case $who in
-		client | dead) assert_log_count "echo_client: $(fab_moved_re provider-error | cut -c3-)" $CONNS ;;
-		server) assert_log_count "echo_server: $(fab_moved_re provider-error | cut -c3-)" $CONNS ;;
+		client | dead) assert_log_count "echo_client$(moved_re fabric provider-error)" $CONNS ;;
+		server) assert_log_count "echo_server$(moved_re fabric provider-error)" $CONNS ;;
 		esac
 		if [[ $who == dead ]]; then
 			# Each end's position crossed through the other's agent.
@@ -231,7 +231,7 @@ t_killpeer() {
 	grep -Eq '^client: recv bytes.* end=' "$PDIR/client.out" ||
 		die "client did not report how its stream ended: $(cat "$PDIR/client.out")"
 	check_logs
-	assert_fab_conns stream_peer client 1
+	assert_conns fabric stream_peer client 1
 	note "peer killed: client ended with '$(grep -E '^client: (recv|send)' "$PDIR/client.out" | tr '\n' ' ')'"
 }
 
@@ -275,7 +275,7 @@ t_decline() {
 	assert_same_file "$TMP/ref.sha" "$PDIR/client.sha" "hashes plain vs declined offers"
 	check_logs
 	assert_log_count "$(conn_re echo_server server kernel rule-kernel)" $CONNS
-	assert_log_count "echo_client: $(fab_moved_re declined | cut -c3-)" $CONNS
+	assert_log_count "echo_client$(moved_re fabric declined)" $CONNS
 	note "offers declined by the server's rule: the client replayed over TCP"
 }
 
@@ -296,10 +296,10 @@ t_fork() {
 	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
 	grep -q '^PASS fork_server' "$PDIR/server.out" || die "no PASS from fork_server"
 	check_logs
-	assert_fab_conns echo_client client $CONNS
-	assert_fab_conns fork_server server $CONNS
-	assert_log_count "fork_server: $(fab_moved_re fork-shared | cut -c3-)" $CONNS
-	assert_log_count "echo_client: $(fab_moved_re peer-demoted | cut -c3-)" $CONNS
+	assert_conns fabric echo_client client $CONNS
+	assert_conns fabric fork_server server $CONNS
+	assert_log_count "fork_server$(moved_re fabric fork-shared)" $CONNS
+	assert_log_count "echo_client$(moved_re fabric peer-demoted)" $CONNS
 	assert_log_lacks 'reset: the endpoint failed'
 	note "accept then fork: $CONNS connections moved to TCP before the fork, byte-exact"
 }
@@ -336,11 +336,11 @@ t_late() {
 		grep -q "^PASS late_reader $then " "$PDIR/client.out" ||
 			die "no PASS from the $then side ($c): $(cat "$PDIR/client.out")"
 		check_logs
-		assert_fab_conns late_reader client 1
-		assert_fab_conns late_reader server 1
+		assert_conns fabric late_reader client 1
+		assert_conns fabric late_reader server 1
 		local why=exec
 		[[ $then == fork ]] && why=fork-shared
-		assert_log_count "late_reader: $(fab_moved_re "$why" | cut -c3-)" 1
+		assert_log_count "late_reader$(moved_re fabric "$why")" 1
 		assert_log_count "late_reader: debug: fd=[0-9]+: $((n - first)) unread bytes kept" 1
 		assert_log_lacks 'unread bytes lost'
 		assert_log_lacks 'closed before the peer took its last bytes'
@@ -367,7 +367,7 @@ t_sigterm() {
 		local cpid=$BG_PID i
 		# Busy on fabric: the three connections decided, bytes moving.
 		for ((i = 0; i < 400; i++)); do
-			[[ $(log_count "$(fab_conn_re echo_client client)") -eq 3 ]] && break
+			[[ $(log_count "$(tp_conn_re fabric echo_client client)") -eq 3 ]] && break
 			kill -0 "$cpid" 2>/dev/null || die "echo_client ended early: $(tail -n 3 "$PDIR/client.out")"
 			sleep 0.05
 		done
@@ -504,8 +504,8 @@ t_stat() {
 	wait_exit "$sbg" 20 || die "statsrv failed: $(cat "$PDIR/server.err")"
 	exec 4>&- 6>&-
 	check_logs
-	assert_fab_conns statcli client 2
-	assert_fab_conns statsrv server 2
+	assert_conns fabric statcli client 2
+	assert_conns fabric statsrv server 2
 	note "shunt stat --rundir of each host: 2 fabric connections, open, exact bytes and calls each way (text and --json)"
 }
 
@@ -610,7 +610,7 @@ t_agent() {
 	hold_cmd C totals '^done totals$'
 	hold_end
 	check_logs
-	assert_log_lacks "$(fab_moved_re)"
+	assert_log_lacks "$(moved_re fabric)"
 	assert_log_lacks 'reset: the endpoint failed'
 	# Every fabric connection closed at both ends with exactly the bytes
 	# the client moved on it.
@@ -620,7 +620,7 @@ t_agent() {
 	want=$(for port in $fabports; do
 		sed -n "s/^conn [0-9]* port=$port bytes=\\([0-9]*\\)\$/\\1/p" <<<"$HOLD_OUT"
 	done | awk '{print; print}' | sort -n | tr '\n' ' ')
-	got=$(log_lines "$(fab_close_re hold_echo '[0-9]+' '[0-9]+')" |
+	got=$(log_lines "$(close_re fabric hold_echo '[0-9]+' '[0-9]+')" |
 		sed -n 's/.* bytes_in=\([0-9]*\) bytes_out=\1$/\1/p' | sort -n | tr '\n' ' ')
 	assert_eq "$got" "$want" "bytes of the fabric close lines (both ends, in=out) vs the client's totals"
 	assert_log_count "$(conn_re hold_echo server fabric -)" "$nfab"
@@ -679,11 +679,11 @@ t_fdclose() {
 	done
 	hold_end
 	check_logs
-	assert_fab_conns hold_echo client 3
-	assert_fab_conns hold_echo server 3
-	assert_log_lacks "$(fab_moved_re)"
+	assert_conns fabric hold_echo client 3
+	assert_conns fabric hold_echo server 3
+	assert_log_lacks "$(moved_re fabric)"
 	assert_log_lacks 'reset: the endpoint failed'
-	assert_log_count "$(fab_close_re hold_echo "$total" "$total")" 6
+	assert_log_count "$(close_re fabric hold_echo "$total" "$total")" 6
 	assert_log_has 'hold_echo: info: dup2 onto fd [0-9]+ refused \(EBUSY\): libfabric uses it$' 2
 
 	# A forked child does not use its parent's libfabric objects: there
@@ -720,10 +720,10 @@ t_fdclose() {
 	hold_cmd C "echo 100000" '^echoed '
 	hold_end
 	check_logs
-	assert_fab_conns hold_echo client 8
+	assert_conns fabric hold_echo client 8
 	# Every connection at both ends (the forked one's when it left).
-	assert_log_count "$(fab_close_re hold_echo 104096 104096)" 16
-	assert_log_count "hold_echo: $(fab_moved_re fork-shared | cut -c3-)" 1
+	assert_log_count "$(close_re fabric hold_echo 104096 104096)" 16
+	assert_log_count "hold_echo$(moved_re fabric fork-shared)" 1
 	note "forked child: closed $((left - cleft)) of its copies of libfabric's fds, the parent's connection went on"
 }
 

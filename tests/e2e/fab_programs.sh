@@ -21,16 +21,6 @@ wait_port_on() {
 	die "nothing listening on port $2 on host $1"
 }
 
-# all_fabric PROG ROLE MIN: every decision line of PROG/ROLE is on fabric,
-# and there are at least MIN; sets FAB_N.
-all_fabric() {
-	local all
-	all=$(log_count "$(conn_re "$1" "$2" '[a-z]+' '[a-z-]*')")
-	FAB_N=$(log_count "$(fab_conn_re "$1" "$2")")
-	[[ $all -ge $3 && $FAB_N -eq $all ]] ||
-		die "$1/$2: $FAB_N of $all connections on fabric (expected all, >= $3): $(log_lines "$(conn_re "$1" "$2" '[a-z]+' '[a-z-]*')" | grep -v transport=fabric | head -n 2)"
-}
-
 t_redis() {
 	need redis-server redis-benchmark redis-cli python3
 	fab_hosts
@@ -86,13 +76,13 @@ t_redis() {
 	cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 	wait_exit "$rpid" 20 || die "redis-server exited with status $?"
 	check_logs
-	all_fabric redis-benchmark client 16
-	local nb=$FAB_N
-	all_fabric redis-cli client 6
-	local nc=$FAB_N
-	all_fabric redis-server server $((nb + nc))
+	assert_all_on fabric redis-benchmark client 16
+	local nb=$CONN_N
+	assert_all_on fabric redis-cli client 6
+	local nc=$CONN_N
+	assert_all_on fabric redis-server server $((nb + nc))
 	assert_conn_pairs $((nb + nc))
-	assert_log_lacks "$(fab_moved_re)"
+	assert_log_lacks "$(moved_re fabric)"
 	note "$nb redis-benchmark and $nc redis-cli connections, all on fabric"
 }
 
@@ -128,10 +118,10 @@ t_iperf3() {
 		note "iperf3 $dir: $(jq -r '.end.sum_received.bits_per_second / 1e9 | . * 100 | floor / 100' "$PDIR/client-$dir.json") Gbit/s"
 	done
 	check_logs
-	all_fabric iperf3 client 5
-	all_fabric iperf3 server 5
+	assert_all_on fabric iperf3 client 5
+	assert_all_on fabric iperf3 server 5
 	assert_conn_pairs 5
-	assert_log_lacks "$(fab_moved_re)"
+	assert_log_lacks "$(moved_re fabric)"
 }
 
 subtest redis t_redis

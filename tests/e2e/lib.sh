@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2030,SC2031 # subtests run in subshells by design
 # Helpers for the end-to-end tests.  Each test script sources this file, runs
 # its scenario once plainly and once under `shunt run`, compares the results,
 # and checks from shunt's per-process log files that the library was loaded
@@ -98,6 +98,7 @@ _cleanup() {
 		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
+	del_netns_all
 	if [[ $rc -ne 0 && $_e2e_failed -eq 0 ]]; then
 		printf 'FAIL: %s: exited with status %d (line %s)\n' "$E2E_NAME" "$rc" "${_e2e_line:-?}"
 		_dump
@@ -391,3 +392,213 @@ random_file() {
 pass() {
 	echo "PASS: $E2E_NAME"
 }
+
+# soft_fail MSG: a failure that must not hide the checks after it: printed
+# now, the script (or subtest) fails at its end.
+SOFT_FAILS=0
+soft_fail() {
+	printf 'FAIL: %s: %s\n' "$E2E_NAME" "$*"
+	SOFT_FAILS=$((SOFT_FAILS + 1))
+}
+# pass_soft: PASS, unless a soft failure was printed.
+pass_soft() {
+	if [[ $SOFT_FAILS -gt 0 ]]; then
+		_e2e_failed=1
+		printf 'FAIL: %s: %d soft failure(s), see above\n' "$E2E_NAME" "$SOFT_FAILS"
+		exit 1
+	fi
+	pass
+}
+
+# ---- what a transport's connections did, from the debug logs:
+#   conn fd=N role=client|server local=A peer=B transport=T reason=R
+#   T close fd=N bytes_in=X bytes_out=Y
+#   moved fd=N from=T transport=kernel reason=R
+# Each takes the transport first: shm, fabric.
+
+# tp_conn_re TRANSPORT PROG ROLE: a decision line of PROG/ROLE taking it.
+tp_conn_re() { conn_re "$2" "$3" "$1" '-'; }
+
+# why_not TRANSPORT PROG ROLE: "K of M not on T (T':reason xN ...)" for the
+# decision lines of PROG/ROLE that did not take it.
+why_not() {
+	local tp=$1 all lines
+	all=$(conn_re "$2" "$3" '[a-z]+' '[a-z-]*')
+	lines=$(log_lines "$all" | grep -v " transport=$tp reason=-\$" || true)
+	printf '%d of %d not on %s (%s)' "$(grep -c . <<<"$lines" || true)" "$(log_count "$all")" "$tp" \
+		"$(sed -n 's/.* transport=\([a-z]*\) reason=\([a-z-]*\)$/\1:\2/p' <<<"$lines" | sort | uniq -c |
+			awk '{printf "%s%s x%d", (NR > 1 ? ", " : ""), $2, $1}')"
+}
+
+# assert_all_on TRANSPORT PROG ROLE MIN: at least MIN decision lines of
+# PROG/ROLE, every one of them on TRANSPORT.  Sets CONN_N to the count.
+assert_all_on() {
+	local tp=$1 prog=$2 role=$3 min=$4 bad n
+	bad=$(log_lines "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')" | grep -v " transport=$tp reason=-\$" | head -n 3 || true)
+	[[ -z "$bad" ]] || die "$prog $role connections: $(why_not "$tp" "$prog" "$role"); first: $(head -n 1 <<<"$bad")"
+	n=$(log_count "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')")
+	[[ $n -ge $min ]] || die "expected >= $min $prog $role connections, found $n"
+	# shellcheck disable=SC2034 # read by the callers
+	CONN_N=$n
+}
+
+# assert_conns TRANSPORT PROG ROLE N: exactly N decision lines of PROG/ROLE,
+# every one of them on TRANSPORT.
+assert_conns() {
+	assert_all_on "$@"
+	[[ $CONN_N -eq $4 ]] || die "$2/$3: $CONN_N decision lines, expected $4"
+}
+
+# close_re TRANSPORT PROG IN OUT: a close line of PROG on TRANSPORT with
+# these byte counts (regexes).
+close_re() {
+	echo "^shunt\\[[0-9]+\\] $2: debug: $1 close fd=[0-9]+ bytes_in=$3 bytes_out=$4\$"
+}
+# assert_close TRANSPORT PROG IN OUT N: exactly N such lines, and no other
+# close line of PROG on TRANSPORT.
+assert_close() {
+	local tp=$1 prog=$2 in=$3 out=$4 n=$5 all
+	all=$(log_count "$(close_re "$tp" "$prog" '[0-9]+' '[0-9]+')")
+	assert_log_count "$(close_re "$tp" "$prog" "$in" "$out")" "$n"
+	[[ $all -eq $n ]] || die "$prog: $all $tp close lines, $n with bytes_in=$in bytes_out=$out: $(log_lines "$(close_re "$tp" "$prog" '[0-9]+' '[0-9]+')" | grep -Ev "bytes_in=$in bytes_out=$out\$" | head -n 3)"
+}
+
+# moved_re TRANSPORT [REASON]: a connection left TRANSPORT for the kernel
+# path (begins with ": info:", so "prog$(moved_re ...)" is PROG's).
+moved_re() {
+	echo ": info: moved fd=[0-9]+ from=$1 transport=kernel reason=${2:-.*}\$"
+}
+assert_no_moves() { assert_log_lacks "$(moved_re "$1")"; }
+# assert_moves_explained TRANSPORT: every move names a reason (brief,
+# property 5).  A soft failure: the bytes and the rest are still checked.
+assert_moves_explained() {
+	local bad
+	bad=$(log_lines "$(moved_re "$1")" | grep -Ev 'reason=[a-z][a-z-]*$' | head -n 3 || true)
+	[[ -z "$bad" ]] || soft_fail "connection moved to the kernel path without a reason ($PHASE): $bad"
+}
+
+# assert_conn_sets: the set of client conn lines (local, peer, transport)
+# is the set of server conn lines with local and peer swapped: both ends
+# agree on every connection.  (lib.sh's assert_conn_pairs counts pairs, which
+# a 4-tuple used twice in one phase doubles.)
+# An optional argument names a client address (ip:port) left out.
+assert_conn_sets() {
+	local diff skip=${1:-none}
+	diff=$(comm -3 <(log_lines ': debug: conn .* role=client ' | grep -vF " local=$skip " |
+		sed -n 's/.* local=\([^ ]*\) peer=\([^ ]*\) transport=\([a-z]*\) .*/\1|\2|\3/p' | sort -u) \
+		<(log_lines ': debug: conn .* role=server ' | grep -vF " peer=$skip " |
+			sed -n 's/.* local=\([^ ]*\) peer=\([^ ]*\) transport=\([a-z]*\) .*/\2|\1|\3/p' | sort -u) | head -n 4)
+	[[ -z "$diff" ]] || die "client and server conn lines disagree (client|server tuples): $(echo "$diff" | tr '\n\t' ' ')"
+}
+
+# assert_kernel_conns PROG ROLE N REASON: exactly N decision lines of
+# PROG/ROLE, all on the kernel path with REASON.
+assert_kernel_conns() {
+	local prog=$1 role=$2 n=$3 reason=$4 bad
+	bad=$(log_lines "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')" | grep -Ev " transport=kernel reason=$reason\$" | head -n 3 || true)
+	[[ -z "$bad" ]] || die "$prog $role: expected transport=kernel reason=$reason, got: $bad"
+	assert_log_count "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')" "$n"
+}
+
+# count_listeners PORT: listening sockets on PORT.
+count_listeners() { ss -Hltn "( sport = :$1 )" 2>/dev/null | wc -l; }
+
+# ---- private network namespaces (root only): loopback only, their own
+# ports and TIME_WAIT table, so a scenario that exhausts ports disturbs no
+# other test.  new_netns sets NETNS; every one is deleted at exit.
+E2E_NETNS=()
+can_netns() { [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null 2>&1; }
+new_netns() {
+	NETNS=shunt-e2e-$$-${#E2E_NETNS[@]}-$RANDOM
+	ip netns add "$NETNS" || die "ip netns add $NETNS failed"
+	E2E_NETNS+=("$NETNS")
+	ip -n "$NETNS" link set lo up || die "cannot bring lo up in $NETNS"
+}
+del_netns_all() {
+	local n
+	for n in "${E2E_NETNS[@]}"; do
+		ip netns del "$n" 2>/dev/null
+	done
+	E2E_NETNS=()
+	return 0
+}
+
+# bg_in NS NAME CMD... / run_in NS CMD...: bg / runx inside namespace NS
+# (empty: this one).
+bg_in() {
+	local ns=$1 name=$2 pre=()
+	shift 2
+	[[ -n "$ns" ]] && pre=(ip netns exec "$ns")
+	_prefix "$MODE" "$E2E_BG_LIFETIME"
+	"${pre[@]}" "${PFX[@]}" "$@" </dev/null >"$PDIR/$name.out" 2>"$PDIR/$name.err" &
+	BG_PID=$!
+	BG_PIDS+=("$BG_PID")
+}
+run_in() {
+	local ns=$1 pre=()
+	shift
+	[[ -n "$ns" ]] && pre=(ip netns exec "$ns")
+	_prefix "$MODE"
+	"${pre[@]}" "${PFX[@]}" "$@"
+}
+
+# ---- subtests: one script, several independent scenarios.  A failing
+# subtest prints its FAIL line and the others still run; the script fails at
+# the end if any did.
+SUBTESTS_FAILED=()
+SUBTESTS_ONLY=${E2E_ONLY:-}   # e.g. E2E_ONLY="late decline" runs those only
+_sub_cleanup() {
+	local rc=$? pid
+	set +e
+	if [[ $rc -ne 0 && $rc -ne 143 && $_e2e_failed -eq 0 && $SOFT_FAILS -eq 0 ]]; then
+		printf 'FAIL: %s: exited with status %d (line %s)\n' "$E2E_NAME" "$rc" "${_e2e_line:-?}"
+		_dump
+	fi
+	for pid in "${BG_PIDS[@]}"; do
+		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	del_netns_all
+	exit "$rc"
+}
+# subtest NAME FUNC [ARGS...]
+subtest() {
+	local name=$1 t0=$SECONDS rc
+	shift
+	if [[ -n "$SUBTESTS_ONLY" && " $SUBTESTS_ONLY " != *" $name "* ]]; then
+		return 0
+	fi
+	set +e
+	(
+		set -e
+		BG_PIDS=()
+		E2E_NAME="$E2E_NAME/$name"
+		SOFT_FAILS=0
+		trap _sub_cleanup EXIT
+		trap 'exit 143' TERM INT
+		trap '_e2e_line=$LINENO' ERR
+		"$@"
+		[[ $SOFT_FAILS -eq 0 ]] || exit 1
+	)
+	rc=$?
+	set -e
+	if [[ $rc -eq 0 ]]; then
+		note "ok $name ($((SECONDS - t0)) s)"
+	else
+		[[ $rc -eq 143 ]] && exit 143
+		SUBTESTS_FAILED+=("$name")
+		note "FAILED $name ($((SECONDS - t0)) s)"
+	fi
+}
+finish_subtests() {
+	if [[ $SOFT_FAILS -gt 0 ]]; then
+		SUBTESTS_FAILED+=("(top level)")
+	fi
+	if [[ ${#SUBTESTS_FAILED[@]} -gt 0 ]]; then
+		_e2e_failed=1
+		printf 'FAIL: %s: failed subtests: %s\n' "$E2E_NAME" "${SUBTESTS_FAILED[*]}"
+		exit 1
+	fi
+	pass
+}
+

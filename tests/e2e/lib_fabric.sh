@@ -1,13 +1,11 @@
 # shellcheck shell=bash disable=SC2030,SC2031,SC2154
 # Helpers for the fabric transport's end-to-end tests (fab_*.sh), on top of
-# lib_shm.sh (subtests, namespaces).  Two "hosts" are two network
+# lib_shm.sh (whose phases they share) and lib.sh (whose assertions take the
+# transport: fabric here).  Two "hosts" are two network
 # namespaces joined by a veth pair, 198.18.0.1/24 (A) and 198.18.0.2/24 (B)
 # (198.18.0.0/15 only), each with its own rundir and its own shuntd.  Both
 # ends run `shunt run` with fabric_provider=tcp and assert from the debug
-# logs:
-#   conn fd=N role=client|server local=A peer=B transport=fabric reason=-
-#   fabric close fd=N bytes_in=X bytes_out=Y
-#   moved fd=N from=fabric transport=kernel reason=REASON
+# logs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib_shm.sh"
 
 if ! can_netns; then
@@ -99,25 +97,6 @@ on_run() {
 	local h=$1
 	shift
 	if [[ $h == A ]]; then RUNDIR=$RUN_A; run_in "$NSA" "$@"; else RUNDIR=$RUN_B; run_in "$NSB" "$@"; fi
-}
-
-fab_conn_re() { conn_re "$1" "$2" fabric '-'; }
-
-# assert_fab_conns PROG ROLE N: exactly N decision lines of PROG/ROLE, all
-# on fabric.
-assert_fab_conns() {
-	local prog=$1 role=$2 n=$3 all
-	all=$(log_count "$(conn_re "$prog" "$role" '[a-z]+' '[a-z-]*')")
-	[[ $all -eq $n ]] || die "$prog/$role: $all decision lines, expected $n"
-	assert_log_count "$(fab_conn_re "$prog" "$role")" "$n"
-}
-
-# fab_close_re PROG IN OUT: a "fabric close" line with these counts.
-fab_close_re() {
-	echo "^shunt\\[[0-9]+\\] $1: debug: fabric close fd=[0-9]+ bytes_in=$2 bytes_out=$3\$"
-}
-fab_moved_re() {
-	echo ": info: moved fd=[0-9]+ from=fabric transport=kernel reason=${1:-[a-z-]+}\$"
 }
 
 # The port a server bound, written by --port-file.

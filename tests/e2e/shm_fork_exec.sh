@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shm connections across fork, exec and stdio (plain vs shunt, outputs
-# compared).  Subtests (SHM_ONLY="fork exec fdopen-server ..."):
+# compared).  Subtests (E2E_ONLY="fork exec fdopen-server ..."):
 #   fork    fork_server: accept, fork, the child serves the connection, the
 #           parent closes its copy (and the child closes its copy of the
 #           listener).  Two rounds of 4 concurrent echo_client connections:
@@ -51,20 +51,20 @@ t_fork() {
 	assert_log_count "$(conn_re echo_client client '[a-z]+' '[a-z-]*')" $total
 	# round 1: the listener's registration must survive the first child's
 	# close() of its inherited copy, so round 2 is on shm too
-	assert_shm_conns echo_client client $total
-	assert_shm_conns fork_server server $total
+	assert_conns shm echo_client client $total
+	assert_conns shm fork_server server $total
 	assert_conn_pairs $total
 	# the bytes went through the rings of the children; the parent's
 	# copies closed unused
 	local parent
 	parent=$(log_lines "$(conn_re fork_server server '[a-z]+')" | head -n 1 | sed 's/^shunt\[\([0-9]*\)\].*/\1/')
-	assert_log_count "$(shm_close_re fork_server $bytes $bytes)" $total
-	if log_lines "$(shm_close_re fork_server $bytes $bytes)" | grep -q "^shunt\\[$parent\\]"; then
+	assert_log_count "$(close_re shm fork_server $bytes $bytes)" $total
+	if log_lines "$(close_re shm fork_server $bytes $bytes)" | grep -q "^shunt\\[$parent\\]"; then
 		die "the parent ($parent) counted the children's bytes"
 	fi
-	assert_log_pids "$(shm_close_re fork_server $bytes $bytes)" $total
-	assert_shm_close echo_client $bytes $bytes $total
-	assert_no_moves
+	assert_log_pids "$(close_re shm fork_server $bytes $bytes)" $total
+	assert_close shm echo_client $bytes $bytes $total
+	assert_no_moves shm
 }
 
 # ---------------------------------------------------------------- exec
@@ -78,18 +78,18 @@ t_exec() {
 	done
 	assert_same_file "$TMP/exec-plain/out" "$TMP/exec-shunt/out" "exec_child output plain vs shunt"
 	check_logs
-	assert_shm_conns exec_child client 3
-	assert_shm_conns exec_child server 3
+	assert_conns shm exec_child client 3
+	assert_conns shm exec_child server 3
 	assert_conn_pairs 3
 	# parts 1 and 2 exec with the connection open: moved to TCP first, by
 	# the child that execs (not the parent); part 3's is FD_CLOEXEC
-	assert_log_count "exec_child$(moved_re exec)" 2
+	assert_log_count "exec_child$(moved_re shm exec)" 2
 	local parent
 	parent=$(log_lines "$(conn_re exec_child client '[a-z]+')" | head -n 1 | sed 's/^shunt\[\([0-9]*\)\].*/\1/')
-	if log_lines "exec_child$(moved_re exec)" | grep -q "^shunt\\[$parent\\]"; then
+	if log_lines "exec_child$(moved_re shm exec)" | grep -q "^shunt\\[$parent\\]"; then
 		die "the parent moved a connection for an exec it did not do"
 	fi
-	assert_moves_explained
+	assert_moves_explained shm
 	assert_log_lacks '^shunt\[[0-9]+\] cat: debug: conn '
 }
 
@@ -105,10 +105,10 @@ t_fdopen() { # NAME ARGS...
 	done
 	assert_same_file "$TMP/fdopen-$name-plain/out" "$TMP/fdopen-$name-shunt/out" "fdopen_pair $* plain vs shunt"
 	check_logs
-	assert_shm_conns fdopen_pair client 1
-	assert_shm_conns fdopen_pair server 1
-	assert_log_has "fdopen_pair$(moved_re stdio)" 1
-	assert_moves_explained
+	assert_conns shm fdopen_pair client 1
+	assert_conns shm fdopen_pair server 1
+	assert_log_has "fdopen_pair$(moved_re shm stdio)" 1
+	assert_moves_explained shm
 }
 
 # ---------------------------------------------------------------- arena
@@ -126,8 +126,8 @@ t_arena() {
 		grep -q "^PASS arena_fork conns=$conns" "$PDIR/out" || die "no PASS from arena_fork ($MODE)"
 	done
 	check_logs
-	assert_shm_conns arena_fork client $((conns + 1))
-	assert_shm_conns arena_fork server $((conns + 1))
+	assert_conns shm arena_fork client $((conns + 1))
+	assert_conns shm arena_fork server $((conns + 1))
 	assert_rundir_clean
 }
 
@@ -156,10 +156,10 @@ t_late() {
 			grep -q "^PASS late_reader $then " "$PDIR/client.out" || die "no PASS ($c, $MODE)"
 		done
 		check_logs
-		assert_shm_conns late_reader client 1
-		assert_shm_conns late_reader server 1
+		assert_conns shm late_reader client 1
+		assert_conns shm late_reader server 1
 		if [[ $then == exec ]]; then
-			assert_log_count "late_reader$(moved_re exec)" 1
+			assert_log_count "late_reader$(moved_re shm exec)" 1
 			assert_log_count "late_reader: debug: fd=[0-9]+: $((n - first)) unread bytes kept" 1
 		fi
 		assert_log_lacks 'unread bytes may be lost'
@@ -178,8 +178,8 @@ subtest fdopen-both-client-first t_fdopen both-client-first --client-stdio clien
 # shunt call, so nothing replays its unread ring bytes when the reader's
 # fdopen() demotes the connection (see "Known limits" in
 # docs/ARCHITECTURE.md: a demotion needs the peer to enter shunt; an agent
-# thread per process would lift it).  Run it with SHM_ONLY=fdopen-shutdown-first.
-if [[ " ${SHM_ONLY:-} " == *" fdopen-shutdown-first "* ]]; then
+# thread per process would lift it).  Run it with E2E_ONLY=fdopen-shutdown-first.
+if [[ " ${E2E_ONLY:-} " == *" fdopen-shutdown-first "* ]]; then
 	subtest fdopen-shutdown-first t_fdopen shutdown-first --shutdown-first
 fi
 finish_subtests

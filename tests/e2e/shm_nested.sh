@@ -63,11 +63,11 @@ check_wait_stats() {
 
 check_shm_phase() {
 	check_logs
-	assert_shm_conns nest_echo client $CONNS
-	assert_shm_conns nest_echo server $CONNS
+	assert_conns shm nest_echo client $CONNS
+	assert_conns shm nest_echo server $CONNS
 	assert_conn_sets
-	assert_shm_close nest_echo "$BYTES" "$BYTES" $((2 * CONNS))
-	assert_no_moves
+	assert_close shm nest_echo "$BYTES" "$BYTES" $((2 * CONNS))
+	assert_no_moves shm
 }
 
 for m in "${MODES[@]}"; do
@@ -86,4 +86,4 @@ for m in epoll-et deep; do
 	check_shm_phase
 	assert_same_file "$TMP/plain-$m/client.out" "$TMP/nospin-$m/client.out" "client output plain vs spin_us=0 ($m)"
 done
-shm_pass
+pass_soft

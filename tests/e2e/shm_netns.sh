@@ -95,13 +95,13 @@ run_pair plain plain "$RUNROOT/plain" "$RUNROOT/plain"
 
 run_pair shared shunt "$RUNROOT/shared" "$RUNROOT/shared"
 check_logs
-assert_shm_conns echo_client client $CONNS
-assert_shm_conns echo_server server $CONNS
+assert_conns shm echo_client client $CONNS
+assert_conns shm echo_server server $CONNS
 assert_conn_pairs $CONNS
 assert_log_count "role=client local=$ADDR_B:[0-9]+ peer=$ADDR_A:[0-9]+ transport=shm" $CONNS
-assert_shm_close echo_client "$BYTES" "$BYTES" $CONNS
-assert_shm_close echo_server "$BYTES" "$BYTES" $CONNS
-assert_no_moves
+assert_close shm echo_client "$BYTES" "$BYTES" $CONNS
+assert_close shm echo_server "$BYTES" "$BYTES" $CONNS
+assert_no_moves shm
 assert_rundir_clean
 
 mkdir -p "$RUNROOT/separate-a" "$RUNROOT/separate-b"
@@ -118,4 +118,4 @@ for n in shared separate; do
 done
 want=$("$PROGS/streamgen" $((31 * 1000003)) "$BYTES" 2>/dev/null | sha256)
 grep -q "sent_sha256=$want recv_sha256=$want$" "$TMP/shared/client.out" || die "conn 0 echo is not sha256sum of its stream"
-shm_pass
+pass_soft

@@ -3,7 +3,7 @@
 # checked against the truth (values written, files served, byte counts) and
 # shm confirmed from the logs: every connection decided on shm at both ends.
 # (The e2e_* tests compare the same programs plain vs shunt; here the point
-# is that shm really carries them.)  Subtests (SHM_ONLY="redis nginx ..."):
+# is that shm really carries them.)  Subtests (E2E_ONLY="redis nginx ..."):
 #   redis      redis-server + redis-benchmark (SET/GET, -P 1 and 16) +
 #              redis-cli --pipe/-x/MGET of random values read back
 #   memcached  memcached + a python3 client (plain socket module, text
@@ -77,16 +77,16 @@ t_redis() {
 	cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 	wait_exit "$rpid" 20 || die "redis-server exited with status $?"
 	check_logs
-	assert_all_shm redis-benchmark client 32
-	local nb=$SHM_N
-	assert_all_shm redis-cli client 6
-	local nc=$SHM_N
-	assert_shm_conns redis-server server $((nb + nc))
+	assert_all_on shm redis-benchmark client 32
+	local nb=$CONN_N
+	assert_all_on shm redis-cli client 6
+	local nc=$CONN_N
+	assert_conns shm redis-server server $((nb + nc))
 	assert_conn_pairs $((nb + nc))
-	assert_no_moves
+	assert_no_moves shm
 	# the binary value went through the rings: 300000 bytes + the command
 	# (counted by the server: redis-cli exits without closing)
-	assert_log_has "$(shm_close_re redis-server '3000[0-9][0-9]' '[0-9]+')" 1
+	assert_log_has "$(close_re shm redis-server '3000[0-9][0-9]' '[0-9]+')" 1
 	note "$nb redis-benchmark and $nc redis-cli connections, all on shm"
 }
 
@@ -153,10 +153,10 @@ t_nginx() {
 	assert_eq "$(sha256 "$PDIR/get1")" "$want" "64 MiB file through shm"
 	rm -f "$PDIR/get1"
 	check_logs
-	assert_shm_conns curl client 1
-	assert_shm_conns nginx server 1
-	assert_log_lacks "$(moved_re)"
-	assert_log_has "$(shm_close_re curl '671[0-9]{5}' '[0-9]+')" 1
+	assert_conns shm curl client 1
+	assert_conns shm nginx server 1
+	assert_log_lacks "$(moved_re shm)"
+	assert_log_has "$(close_re shm curl '671[0-9]{5}' '[0-9]+')" 1
 	# sendfile on: nginx moves the connection to TCP mid-stream
 	runx curl -sS --fail -o "$PDIR/get2" "http://127.0.0.1:$port/sf/big.bin" \
 		-w '%{http_code} %{size_download}\n' >"$PDIR/curl2.out" 2>"$PDIR/curl2.err" ||
@@ -164,10 +164,10 @@ t_nginx() {
 	assert_eq "$(cat "$PDIR/curl2.out")" "200 $size" "curl status and size (sendfile)"
 	assert_eq "$(sha256 "$PDIR/get2")" "$want" "64 MiB file, sendfile on"
 	rm -f "$PDIR/get2"
-	assert_shm_conns curl client 2
-	assert_shm_conns nginx server 2
-	assert_log_count "nginx$(moved_re)" 1
-	assert_moves_explained
+	assert_conns shm curl client 2
+	assert_conns shm nginx server 2
+	assert_log_count "nginx$(moved_re shm)" 1
+	assert_moves_explained shm
 	# wrk: 2 s, 8 connections, no socket error, no non-2xx
 	runx wrk -t 2 -c 8 -d 2s "http://127.0.0.1:$port/small.bin" >"$PDIR/wrk.out" 2>&1 ||
 		die "wrk failed: $(tail -n 3 "$PDIR/wrk.out")"
@@ -179,8 +179,8 @@ t_nginx() {
 	fi
 	note "wrk: $reqs requests, $(sed -n 's/^Requests\/sec: *//p' "$PDIR/wrk.out") req/s"
 	# wrk reconnects after nginx's keepalive_requests: at least 8
-	assert_all_shm wrk client 8
-	local nw=$SHM_N nk peer=none
+	assert_all_on shm wrk client 8
+	local nw=$CONN_N nk peer=none
 	# wrk's first connection only probes the address: it may be closed
 	# (offer withdrawn, nothing sent) before nginx accepts it, and then
 	# nginx rightly finds no offer.  Any other kernel decision is wrong.
@@ -236,10 +236,10 @@ t_sockperf() {
 	note "ping-pong $lat usec over $obs round trips; throughput $bw MBps"
 	stop "$spid"
 	check_logs
-	assert_shm_conns sockperf client 2
-	assert_shm_conns sockperf server 2
+	assert_conns shm sockperf client 2
+	assert_conns shm sockperf server 2
 	assert_conn_pairs 2
-	assert_no_moves
+	assert_no_moves shm
 }
 
 # ---------------------------------------------------------------- iperf3
@@ -273,10 +273,10 @@ t_iperf3() {
 		note "iperf3 $dir: $(jq -r '.end.sum_received.bits_per_second / 1e9 | . * 100 | floor / 100' "$PDIR/client-$dir.json") Gbit/s"
 	done
 	check_logs
-	assert_shm_conns iperf3 client 5
-	assert_shm_conns iperf3 server 5
+	assert_conns shm iperf3 client 5
+	assert_conns shm iperf3 server 5
 	assert_conn_pairs 5
-	assert_no_moves
+	assert_no_moves shm
 }
 
 # ---------------------------------------------------------------- asyncio
@@ -297,11 +297,11 @@ t_asyncio() {
 	[[ $(wc -l <"$PDIR/client.sha") -eq $conns ]] || die "client hashes missing or sent != received"
 	assert_same_file "$PDIR/client.sha" "$PDIR/server.sha" "client vs server hashes"
 	check_logs
-	assert_shm_conns 'python3[^:]*' client $conns
-	assert_shm_conns 'python3[^:]*' server $conns
+	assert_conns shm 'python3[^:]*' client $conns
+	assert_conns shm 'python3[^:]*' server $conns
 	assert_conn_pairs $conns
-	assert_shm_close 'python3[^:]*' $bytes $bytes $((2 * conns))
-	assert_no_moves
+	assert_close shm 'python3[^:]*' $bytes $bytes $((2 * conns))
+	assert_no_moves shm
 }
 
 # ---------------------------------------------------------------- prefork
@@ -313,13 +313,13 @@ t_prefork() {
 	grep -q '^PASS prefork_echo' "$PDIR/out" || die "no PASS"
 	total=$((w * (rounds + 1)))
 	check_logs
-	assert_shm_conns prefork_echo client $total
-	assert_shm_conns prefork_echo server $total
+	assert_conns shm prefork_echo client $total
+	assert_conns shm prefork_echo server $total
 	assert_conn_pairs $total
 	assert_log_pids 'role=server' $w
 	# the first round: a short probe, then 1,000,000 bytes each way
-	assert_log_count "$(shm_close_re prefork_echo '1000[0-9]{3}' '1000[0-9]{3}')" $((2 * w))
-	assert_no_moves
+	assert_log_count "$(close_re shm prefork_echo '1000[0-9]{3}' '1000[0-9]{3}')" $((2 * w))
+	assert_no_moves shm
 	assert_rundir_clean
 }
 

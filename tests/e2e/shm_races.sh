@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Races and limits of the shm transport.  Each scenario is a subtest (run a
-# subset with SHM_ONLY="late decline ..."); a failing one does not stop the
+# subset with E2E_ONLY="late decline ..."); a failing one does not stop the
 # others.  Every scenario checks the bytes and whether shm was used.
 #   late       accept() long after the client wrote: (1) everything written
 #              before accept, (2) more than a 64 KiB ring, the writer blocked
@@ -47,11 +47,11 @@ t_late() {
 	SHUNT_ARGS=(--options offer_timeout_ms=5000)
 	late_one late-written --bytes $n1 --late-ms 1000
 	check_logs
-	assert_shm_conns late_accept client 1
-	assert_shm_conns late_accept server 1
+	assert_conns shm late_accept client 1
+	assert_conns shm late_accept server 1
 	assert_conn_pairs 1
-	assert_shm_close late_accept $n1 $n1 2
-	assert_no_moves
+	assert_close shm late_accept $n1 $n1 2
+	assert_no_moves shm
 	assert_rundir_clean
 	# 2: the writer blocks on a full 64 KiB ring until the late accept
 	SHUNT_ARGS=(--options "offer_timeout_ms=5000,ring_size=65536")
@@ -59,10 +59,10 @@ t_late() {
 	grep -q 'writer blocked after 65536 of' "$PDIR/err" ||
 		die "the client's writer did not block on the full ring: $(cat "$PDIR/err")"
 	check_logs
-	assert_shm_conns late_accept client 1
-	assert_shm_conns late_accept server 1
-	assert_shm_close late_accept $n2 $n2 2
-	assert_no_moves
+	assert_conns shm late_accept client 1
+	assert_conns shm late_accept server 1
+	assert_close shm late_accept $n2 $n2 2
+	assert_no_moves shm
 	assert_rundir_clean
 	# 3: accept later than offer_timeout_ms (500 by default): the client
 	# replays over TCP; nothing lost, and the fallback says why.
@@ -71,8 +71,8 @@ t_late() {
 	check_logs
 	assert_log_count "$(conn_re late_accept client shm '-')" 1
 	assert_kernel_conns late_accept server 1 offer-timeout
-	assert_log_count "$(moved_re)" 1
-	assert_moves_explained
+	assert_log_count "$(moved_re shm)" 1
+	assert_moves_explained shm
 	assert_log_lacks ': debug: shm close .*bytes_out=[1-9]'
 	assert_rundir_clean
 }
@@ -100,8 +100,8 @@ t_decline() {
 	check_logs
 	assert_log_count "$(conn_re echo_client client shm '-')" $conns
 	assert_kernel_conns echo_server server $conns rule-kernel
-	assert_log_count "echo_client$(moved_re)" $conns
-	assert_moves_explained
+	assert_log_count "echo_client$(moved_re shm)" $conns
+	assert_moves_explained shm
 	assert_log_lacks 'echo_server: debug: shm close '
 	assert_rundir_clean
 	# The client's bytes are in the ring before the server declines: all
@@ -111,8 +111,8 @@ t_decline() {
 	check_logs
 	assert_log_count "$(conn_re late_accept client shm '-')" 1
 	assert_kernel_conns late_accept server 1 rule-kernel
-	assert_log_count "$(moved_re)" 1
-	assert_moves_explained
+	assert_log_count "$(moved_re shm)" 1
+	assert_moves_explained shm
 	assert_rundir_clean
 	SHUNT_ARGS=(--options ring_size=65536)
 	late_one decline-blocked --bytes 16000000 --late-ms 0 --until-blocked
@@ -121,8 +121,8 @@ t_decline() {
 	check_logs
 	assert_log_count "$(conn_re late_accept client shm '-')" 1
 	assert_kernel_conns late_accept server 1 rule-kernel
-	assert_log_count "$(moved_re)" 1
-	assert_moves_explained
+	assert_log_count "$(moved_re shm)" 1
+	assert_moves_explained shm
 	assert_rundir_clean
 	SHUNT_ARGS=()
 	unset SHUNT_CONF
@@ -198,10 +198,10 @@ reuseport_one() {
 	# The client offered on every connection (the registry says a shunt
 	# listener is there); those that the plain server took moved to TCP.
 	assert_log_count "$(conn_re echo_client client shm '-')" $conns
-	assert_shm_conns 'python3[^:]*' server "$a"
-	assert_log_count "echo_client$(moved_re)" "$b"
-	assert_moves_explained
-	assert_log_count "$(shm_close_re echo_client $bytes $bytes)" "$a"
+	assert_conns shm 'python3[^:]*' server "$a"
+	assert_log_count "echo_client$(moved_re shm)" "$b"
+	assert_moves_explained shm
+	assert_log_count "$(close_re shm echo_client $bytes $bytes)" "$a"
 	assert_rundir_clean
 }
 t_reuseport() {
@@ -231,11 +231,11 @@ t_slow() {
 		assert_eq "$(cat "$PDIR/client.out")" "client: send end=done" "writer ($MODE)"
 	done
 	check_logs
-	assert_shm_conns stream_peer client 1
-	assert_shm_conns stream_peer server 1
-	assert_log_count "$(shm_close_re stream_peer 0 $bytes)" 1
-	assert_log_count "$(shm_close_re stream_peer $bytes 0)" 1
-	assert_no_moves
+	assert_conns shm stream_peer client 1
+	assert_conns shm stream_peer server 1
+	assert_log_count "$(close_re shm stream_peer 0 $bytes)" 1
+	assert_log_count "$(close_re shm stream_peer $bytes 0)" 1
+	assert_no_moves shm
 	assert_rundir_clean
 }
 
@@ -257,15 +257,15 @@ t_many() {
 	assert_same_file "$TMP/many-plain/client.cmp" "$TMP/many-shunt/client.cmp" "client output plain vs shunt"
 	assert_same_file "$TMP/many-plain/server.out" "$TMP/many-shunt/server.out" "server output plain vs shunt"
 	check_logs
-	assert_shm_conns conn_churn client $n
-	assert_shm_conns conn_churn server $n
+	assert_conns shm conn_churn client $n
+	assert_conns shm conn_churn server $n
 	assert_conn_pairs $n
-	assert_no_moves
+	assert_no_moves shm
 	# every connection echoed what it sent, through the rings
 	local total bad fds
 	total=$(sed -n 's/^server conns=[0-9]* bytes=\([0-9]*\)$/\1/p' "$PDIR/server.out")
-	assert_log_count "$(shm_close_re conn_churn '[0-9]+' '[0-9]+')" $((2 * n))
-	bad=$(log_lines "$(shm_close_re conn_churn '[0-9]+' '[0-9]+')" | awk '{split($7, a, "="); split($8, b, "="); if (a[2] != b[2] || a[2] == 0) print}' | head -n 3)
+	assert_log_count "$(close_re shm conn_churn '[0-9]+' '[0-9]+')" $((2 * n))
+	bad=$(log_lines "$(close_re shm conn_churn '[0-9]+' '[0-9]+')" | awk '{split($7, a, "="); split($8, b, "="); if (a[2] != b[2] || a[2] == 0) print}' | head -n 3)
 	[[ -z "$bad" ]] || die "shm close with bytes_in != bytes_out or 0: $bad"
 	assert_eq "$(log_lines 'conn_churn: debug: shm close' | awk '{split($7, a, "="); s += a[2]} END {print s}')" \
 		$((2 * total)) "bytes counted at close by both ends vs bytes echoed"
@@ -313,10 +313,10 @@ t_churn() {
 		assert_same_file "$TMP/churn-plain/$f.cmp" "$TMP/churn-shunt/$f.cmp" "$f output plain vs shunt"
 	done
 	check_logs
-	assert_shm_conns conn_churn client $n
-	assert_shm_conns conn_churn server $n
-	assert_no_moves
-	assert_log_count "$(shm_close_re conn_churn '[1-9][0-9]*' '[1-9][0-9]*')" $((2 * n))
+	assert_conns shm conn_churn client $n
+	assert_conns shm conn_churn server $n
+	assert_no_moves shm
+	assert_log_count "$(close_re shm conn_churn '[1-9][0-9]*' '[1-9][0-9]*')" $((2 * n))
 	assert_rundir_clean
 	# Nothing else either, but the per-process statistics files (s/PID)
 	# that the next shunt process sweeps by design: at most one per process.
@@ -428,8 +428,8 @@ kill_one() {
 	wait "$vpid" 2>/dev/null || true
 	if [[ $MODE == shunt ]]; then
 		check_logs
-		assert_shm_conns stream_peer client 1
-		assert_shm_conns stream_peer server 1
+		assert_conns shm stream_peer client 1
+		assert_conns shm stream_peer server 1
 	fi
 }
 t_kill() {
@@ -454,8 +454,8 @@ t_closethr() {
 	local n
 	n=$(log_count "$(conn_re close_thread client '[a-z]+')")
 	[[ $n -ge 7 ]] || die "expected >= 7 connections, found $n"
-	assert_shm_conns close_thread client "$n"
-	assert_shm_conns close_thread server "$n"
+	assert_conns shm close_thread client "$n"
+	assert_conns shm close_thread server "$n"
 }
 
 subtest late t_late

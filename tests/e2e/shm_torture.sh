@@ -61,12 +61,12 @@ run_combo() {
 	assert_same_file "$PDIR/client.sha" "$PDIR/server.sha" "client and server hashes (${COMBOS[$i]})"
 	if [[ $MODE == shunt ]]; then
 		check_logs
-		assert_shm_conns echo_client client "$CONNS"
-		assert_shm_conns echo_server server "$CONNS"
+		assert_conns shm echo_client client "$CONNS"
+		assert_conns shm echo_server server "$CONNS"
 		assert_conn_pairs "$CONNS"
-		assert_shm_close echo_client "$BYTES" "$BYTES" "$CONNS"
-		assert_shm_close echo_server "$BYTES" "$BYTES" "$CONNS"
-		assert_no_moves
+		assert_close shm echo_client "$BYTES" "$BYTES" "$CONNS"
+		assert_close shm echo_server "$BYTES" "$BYTES" "$CONNS"
+		assert_no_moves shm
 		if [[ $host == ::1 ]]; then
 			assert_log_count "role=client local=\\[?::1\\]?:[0-9]+ peer=\\[?::1\\]?:[0-9]+ transport=shm" "$CONNS"
 		fi
@@ -99,20 +99,20 @@ for MODE in plain shunt; do
 		grep -q '^PASS msg_torture' "$PDIR/out" || die "no PASS from msg_torture"
 		if [[ $MODE == shunt ]]; then
 			check_logs
-			assert_shm_conns msg_torture client 1
-			assert_shm_conns msg_torture server 1
+			assert_conns shm msg_torture client 1
+			assert_conns shm msg_torture server 1
 			assert_conn_pairs 1
 			# sendfile() moves the server's end; the client follows
-			assert_log_count "msg_torture$(moved_re)" 2
-			assert_log_count "msg_torture$(moved_re unsupported)" 1
-			assert_moves_explained
+			assert_log_count "msg_torture$(moved_re shm)" 2
+			assert_log_count "msg_torture$(moved_re shm unsupported)" 1
+			assert_moves_explained shm
 			# every message went through the rings before that:
 			# bodies + 16-byte headers
 			s2c=$(sed -n 's/^s2c msgs=[0-9]* bytes=\([0-9]*\) .*/\1/p' "$PDIR/out")
 			c2s=$(sed -n 's/^c2s msgs=[0-9]* bytes=\([0-9]*\) .*/\1/p' "$PDIR/out")
-			assert_log_count "$(shm_close_re msg_torture "$((s2c + 16 * MSGS))" '[0-9]+')" 1
-			assert_log_count "$(shm_close_re msg_torture '[0-9]+' "$((s2c + 16 * MSGS))")" 1
-			in=$(log_lines "$(shm_close_re msg_torture '[0-9]+' "$((s2c + 16 * MSGS))")" | sed -n 's/.*bytes_in=\([0-9]*\) .*/\1/p')
+			assert_log_count "$(close_re shm msg_torture "$((s2c + 16 * MSGS))" '[0-9]+')" 1
+			assert_log_count "$(close_re shm msg_torture '[0-9]+' "$((s2c + 16 * MSGS))")" 1
+			in=$(log_lines "$(close_re shm msg_torture '[0-9]+' "$((s2c + 16 * MSGS))")" | sed -n 's/.*bytes_in=\([0-9]*\) .*/\1/p')
 			[[ $in -ge $((c2s + 16 * MSGS)) ]] || die "server's shm bytes_in $in < $((c2s + 16 * MSGS))"
 			assert_rundir_clean
 		fi
@@ -129,4 +129,4 @@ done
 # Our SHA-256 is sha256sum's (conn 0 of combination 0: seed 3).
 want=$("$PROGS/streamgen" $((3 * 1000003)) "$BYTES" 2>/dev/null | sha256)
 grep -q "sent_sha256=$want " "$TMP/shunt-0/client.out" || die "conn 0 hash is not sha256sum of its stream"
-shm_pass
+pass_soft
