@@ -87,7 +87,7 @@ int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned 
 /* File a relayed DEMOTE position as r/<key>.<c|s> for the shim of that end
  * (readable by uid; the rundir's group too).  0 or -1. */
 int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid);
-/* Remove stale registry entries, offers and shm leftovers. */
+/* Remove stale registry entries, offers and what dead shm connections left. */
 void rundir_sweep(struct ev_loop *el, void *data);
 
 /* shuntd_metrics.c: the response body of GET /metrics, malloc'ed. */

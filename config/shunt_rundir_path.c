@@ -21,8 +21,8 @@ int shunt_rundir_candidates(const char *configured, unsigned euid, int run_in_me
 		snprintf(out[n++], SHUNT_RUNDIR_MAX + 1, "%s", configured);
 		return n;
 	}
-	/* /run/shunt is the brief's default; where /run is not tmpfs (some
-	 * containers and VMs), /dev/shm is. */
+	/* /run/shunt for root, the system-wide place; where /run is not tmpfs
+	 * (some containers and VMs), /dev/shm is. */
 	if (euid == 0 && run_in_memory)
 		snprintf(out[n++], SHUNT_RUNDIR_MAX + 1, "/run/shunt");
 	snprintf(out[n++], SHUNT_RUNDIR_MAX + 1, "/dev/shm/shunt-%u", euid);

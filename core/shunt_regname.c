@@ -1,4 +1,4 @@
-/* The listener registry's entry names (see shm_regname.h). */
+/* The listener registry's entry names (see shunt_regname.h). */
 #include "shunt_regname.h"
 #include "shunt_tuple.h"
 

@@ -104,8 +104,9 @@ static int memory_backed(const char *dir)
 }
 
 /* Rings live in files of the rundir, so it must be memory-backed: a ring
- * on disk would be written back to it.  /run/shunt is the brief's default;
- * where /run is not tmpfs (some containers and VMs), /dev/shm is. */
+ * on disk would be written back to it.  /run/shunt for root, the
+ * system-wide place; where /run is not tmpfs (some containers and VMs),
+ * /dev/shm is. */
 const char *shunt_rundir(void)
 {
 	int st = __atomic_load_n(&rundir_state, __ATOMIC_ACQUIRE);

@@ -49,7 +49,7 @@ enum fab_state {
 	FAB_ACCEPTING,   /* client: the passive thread took the request */
 	FAB_UP,          /* both ends move bytes over the endpoint */
 	FAB_DECLINED,    /* never up: the client replays its staged bytes */
-	FAB_DEMOTED,    /* on TCP after the demotion exchange */
+	FAB_DEMOTED,     /* on TCP after the demotion exchange */
 	FAB_BROKEN,      /* the endpoint failed with no exchange possible */
 	FAB_DEMOTING,    /* our DEMOTE is out: reads take the ring up to
 			    rx_limit, then the socket; writes are staged until

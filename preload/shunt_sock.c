@@ -93,7 +93,8 @@ SHUNT_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	    !(e = tcp_entry(fd, SHUNT_FD_TCP)))
 		return REAL(connect)(fd, sa, len);
 	/* Decided before the TCP connect: a transport may bind the socket
-	 * and publish its offer first (brief: "decision point"). */
+	 * and publish its offer first (docs/ARCHITECTURE.md, "Life of a
+	 * connection"). */
 	shunt_conn_on_connect(fd, e, sa, len);
 	int rc = REAL(connect)(fd, sa, len);
 	int saved = errno;
@@ -166,7 +167,8 @@ SHUNT_EXPORT int shutdown(int fd, int how)
 		if (rc != 0)
 			return rc < 0 ? rc : 0; /* 1: the transport sends FIN later */
 	}
-	/* The TCP connection carries FIN in every case (brief, property 4). */
+	/* The TCP connection carries the FIN in every case: the kernel keeps
+	 * the connection's state whatever path its bytes took. */
 	return REAL(shutdown)(fd, how);
 }
 

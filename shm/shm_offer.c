@@ -1,7 +1,7 @@
 /* The shm transport's rendezvous: listeners, the client's offer, the
  * server's commit or refusal.
  *
- * Rendezvous (brief, "Local rendezvous"):
+ * Rendezvous (docs/ARCHITECTURE.md, "Offer and commit"):
  *   client connect():  registry says a live shunt listener has dst
  *                      -> bind (so the 4-tuple is known)
  *                      -> create <rundir>/o/<key>: header + two rings

@@ -52,7 +52,7 @@ def note(msg):
     print(f"[{NAME}] {msg}", flush=True)
 
 
-# ---- the wire protocol, written independently of fabric/agent_proto.c ------
+# ---- the wire protocol, written independently of agent/agent_proto.c ------
 
 def frame(mtype, body, version=1, length=None):
     n = len(body) if length is None else length
@@ -288,7 +288,7 @@ def make_rundir(uid=0):
 
 
 def offer_key(cip, cport, sip, sport):
-    """shm_tuple_key: FNV-1a over the in-memory struct shm_tuple (ports in
+    """shunt_tuple_key: FNV-1a over the in-memory struct shunt_tuple (ports in
     host order, little endian here), then h ^= h >> 29."""
     t = mapped(cip) + mapped(sip) + struct.pack("<HH", cport, sport)
     h = 0xcbf29ce484222325

@@ -469,8 +469,9 @@ moved_re() {
 	echo ": info: moved fd=[0-9]+ from=$1 transport=kernel reason=${2:-.*}\$"
 }
 assert_no_moves() { assert_log_lacks "$(moved_re "$1")"; }
-# assert_moves_explained TRANSPORT: every move names a reason (brief,
-# property 5).  A soft failure: the bytes and the rest are still checked.
+# assert_moves_explained TRANSPORT: every move names a reason (a connection
+# on the kernel path always says why).  A soft failure: the bytes and the
+# rest are still checked.
 assert_moves_explained() {
 	local bad
 	bad=$(log_lines "$(moved_re "$1")" | grep -Ev 'reason=[a-z][a-z-]*$' | head -n 3 || true)

@@ -328,7 +328,7 @@ t_churn() {
 }
 
 # ---------------------------------------------------------------- portchurn
-# The brief's hazard: binding before connect (to name the offer by its
+# The hazard of binding before connect (to name the offer by its
 # 4-tuple) takes ports the way bind() does, which cannot reuse a port whose
 # earlier connection is in TIME_WAIT, while a plain connect() can (loopback,
 # tcp_tw_reuse=2).  In a private namespace with 5,000 ephemeral ports, 5,000

@@ -1,4 +1,4 @@
-/* libFuzzer target for the agent protocol decoder (fabric/agent_proto.c).
+/* libFuzzer target for the agent protocol decoder (agent/agent_proto.c).
  *
  * Decoding must be total: for any bytes, agent_decode() returns a frame
  * length within the input, 0 (a valid prefix), or -1 with a known reason,

@@ -1,4 +1,4 @@
-/* Unit tests for fabric/agent_proto.c and fabric/agent_hmac.c: frames
+/* Unit tests for agent/agent_proto.c and agent/agent_hmac.c: frames
  * encode and decode, every bound, every prefix, SHA-256 and HMAC against
  * published vectors, the secret file rules. */
 #include "agent/agent_hmac.h"
