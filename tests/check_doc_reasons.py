@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """docs_reasons: every reason code of core/shunt_reason.h is explained
-in docs/TROUBLESHOOTING.md (a row of its table) and listed in shunt(1)
-(REASON CODES), and neither names a code the header does not have, so the
+in docs/TROUBLESHOOTING.md (a row of its table), listed in shunt(1)
+(REASON CODES) and in docs/ARCHITECTURE.md (a row of the table under
+"Reason codes"), and none names a code the header does not have, so the
 header and the documents cannot drift apart.
 
     check_doc_reasons.py SRC
@@ -24,13 +25,19 @@ def main():
         page = f.read()
     with open(f"{src}/docs/man/shunt.1") as f:
         man = f.read()
+    with open(f"{src}/docs/ARCHITECTURE.md") as f:
+        arch = f.read()
     # The page's table: "| `code` | means | what to do |".
     rows = re.findall(r"^\| `([a-z-]+)` \|[^|]+\|[^|]+\|\s*$", page, re.M)
     # shunt(1): the REASON CODES section, one ".TP" / ".B code" per code.
     m = re.search(r"^\.SH REASON CODES\n(.*?)(?=^\.SH )", man, re.M | re.S)
     listed = re.findall(r"^\.TP\n\.B ([a-z-]+)$", m.group(1), re.M) if m else []
+    # ARCHITECTURE.md: "| `code` | set by | when |" under "### Reason codes".
+    m = re.search(r"^### Reason codes\n(.*?)(?=^#)", arch, re.M | re.S)
+    arch_rows = re.findall(r"^\| `([a-z-]+)` \|[^|]+\|[^|]+\|\s*$", m.group(1), re.M) if m else []
     bad = []
-    for where, got in (("docs/TROUBLESHOOTING.md", rows), ("shunt.1 REASON CODES", listed)):
+    for where, got in (("docs/TROUBLESHOOTING.md", rows), ("shunt.1 REASON CODES", listed),
+                       ("docs/ARCHITECTURE.md Reason codes", arch_rows)):
         missing = [c for c in codes if c not in got]
         unknown = [c for c in got if c not in codes]
         twice = sorted({c for c in got if got.count(c) > 1})
@@ -44,7 +51,7 @@ def main():
         print(f"FAIL: {NAME}: {b}")
     if bad:
         return 1
-    print(f"{NAME}: {len(codes)} reason codes, each in docs/TROUBLESHOOTING.md and shunt(1)")
+    print(f"{NAME}: {len(codes)} reason codes, each in docs/TROUBLESHOOTING.md, shunt(1) and docs/ARCHITECTURE.md")
     print(f"PASS: {NAME}")
     return 0
 
