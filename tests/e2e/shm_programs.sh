@@ -183,11 +183,15 @@ t_nginx() {
 	local nw=$CONN_N nk peer=none
 	# wrk's first connection only probes the address: it may be closed
 	# (offer withdrawn, nothing sent) before nginx accepts it, and then
-	# nginx rightly finds no offer.  Any other kernel decision is wrong.
-	nk=$(log_count "$(conn_re nginx server kernel no-peer-shim)")
+	# nginx rightly finds no offer, or while nginx's accept holds the offer,
+	# and then finds it withdrawn (offer-timeout).  Any other kernel
+	# decision is wrong.
+	local probe_re
+	probe_re=$(conn_re nginx server kernel '(no-peer-shim|offer-timeout)')
+	nk=$(log_count "$probe_re")
 	[[ $nk -le 1 ]] || die "$nk nginx connections on the kernel path"
 	if [[ $nk -eq 1 ]]; then
-		peer=$(log_lines "$(conn_re nginx server kernel no-peer-shim)" | sed -n 's/.* peer=\([^ ]*\) .*/\1/p')
+		peer=$(log_lines "$probe_re" | sed -n 's/.* peer=\([^ ]*\) .*/\1/p')
 		local wline wpid wfd
 		wline=$(log_lines "$(conn_re wrk client shm '-')" | grep " local=$peer ") ||
 			die "nginx took a connection from $peer on the kernel path, not from wrk"
