@@ -1,0 +1,85 @@
+/* When a blocking call spins (shunt_spin.h). */
+#include "shunt_spin.h"
+
+void shunt_spin_init(struct shunt_spin_state *s, uint64_t cap_ns)
+{
+	s->budget_ns = cap_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)cap_ns;
+	s->idle = 0;
+}
+
+uint64_t shunt_spin_budget(struct shunt_spin_state *s, uint64_t cap_ns)
+{
+	if (cap_ns == 0)
+		return 0;
+	uint64_t b = s->budget_ns < cap_ns ? s->budget_ns : cap_ns;
+	if (b >= SHUNT_SPIN_FLOOR_NS)
+		return b;
+	/* Spins have stopped paying.  Look again now and then: the peer may
+	 * have moved to another CPU, or become faster. */
+	if (++s->idle < SHUNT_SPIN_PROBE_EVERY)
+		return 0;
+	s->idle = 0;
+	b = cap_ns / 4;
+	return b < SHUNT_SPIN_FLOOR_NS ? SHUNT_SPIN_FLOOR_NS : b;
+}
+
+enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int mycpu,
+					 int woke, uint64_t spent_ns, uint64_t budget_ns,
+					 uint32_t *beat)
+{
+	if (spent_ns >= budget_ns)
+		return SHUNT_SPIN_BUDGET;
+	if (!peer)
+		return SHUNT_SPIN_ON;
+	uint32_t where = __atomic_load_n(&peer->where, __ATOMIC_ACQUIRE);
+	int cpu = __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED);
+	/* Our CPU is the one the peer needs (a peer woken there is queued
+	 * there too): every nanosecond spun is taken from it. */
+	if (mycpu >= 0 && cpu == mycpu)
+		return SHUNT_SPIN_SAME_CPU;
+	if (where == SHUNT_AT_SLEEP) {
+		*beat = SHUNT_SPIN_NO_BEAT;
+		return woke ? SHUNT_SPIN_ON : SHUNT_SPIN_PEER_ASLEEP;
+	}
+	if (where == SHUNT_AT_SPIN) {
+		/* Both ends waiting on each other is not a reason to stop (each
+		 * may wait for something else); a spinner that no longer
+		 * advances is off its CPU, and our spin keeps it there if the
+		 * scheduler would run it here. */
+		uint32_t b = __atomic_load_n(&peer->beat, __ATOMIC_RELAXED);
+		uint32_t last = *beat;
+		*beat = b;
+		if (last != SHUNT_SPIN_NO_BEAT && b == last)
+			return SHUNT_SPIN_PEER_STALLED;
+		return SHUNT_SPIN_ON;
+	}
+	*beat = SHUNT_SPIN_NO_BEAT;
+	return SHUNT_SPIN_ON;
+}
+
+void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns, int ready,
+		      enum shunt_spin_verdict why)
+{
+	uint64_t b = s->budget_ns;
+	if (ready) {
+		/* It paid: keep room for answers up to four times as slow as
+		 * this one.  Success never shrinks the budget; only answers
+		 * that did not come in time do. */
+		uint64_t want = 4 * spun_ns;
+		if (want < SHUNT_SPIN_FLOOR_NS)
+			want = SHUNT_SPIN_FLOOR_NS;
+		if (want > b)
+			b = want;
+		s->idle = 0;
+	} else if (why == SHUNT_SPIN_BUDGET) {
+		/* The answer did not come in time: half as long next time. */
+		b /= 2;
+		if (b < SHUNT_SPIN_FLOOR_NS)
+			b = 0;
+	}
+	/* SAME_CPU, PEER_ASLEEP, PEER_STALLED: the placement said no, not
+	 * the budget; it stays. */
+	if (b > cap_ns)
+		b = cap_ns;
+	s->budget_ns = (uint32_t)b;
+}

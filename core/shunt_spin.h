@@ -1,0 +1,89 @@
+/* When a blocking call spins, and for how long.
+ *
+ * Spinning pays only while the peer runs on another CPU and answers within
+ * the budget: then the answer is seen a few hundred nanoseconds after it is
+ * written, where a sleep costs a wakeup (one to tens of microseconds).
+ * Spinning against a peer that shares our CPU, or that is asleep, or that
+ * the scheduler has taken off its CPU only delays it: every end of a pair
+ * then burns its budget in turn.  So each end publishes where it is
+ * (struct shunt_presence, in memory both ends map) and a waiter decides
+ * from that, from its own CPU, and from what its past waits taught it
+ * (struct shunt_spin_state), as adaptive mutexes and the kernel's busy
+ * polling do.  Pure logic: the only system call is sched_getcpu (vDSO). */
+#ifndef SHUNT_SPIN_H
+#define SHUNT_SPIN_H
+
+#include <stdint.h>
+
+/* Where one end of a connection is.  Written by that end only. */
+enum shunt_where {
+	SHUNT_AT_APP = 0,   /* in the application (or between calls) */
+	SHUNT_AT_SPIN = 1,  /* in a wait, spinning */
+	SHUNT_AT_SLEEP = 2, /* in a wait, asleep in the kernel */
+};
+
+/* One end's published presence: a cache line of its own in the shared
+ * header.  The peer treats every field as a hint (and as hostile): a wrong
+ * value costs a spin or a sleep, never a lost byte. */
+struct shunt_presence {
+	uint32_t where; /* enum shunt_where */
+	int32_t cpu;    /* the CPU it was on when it last changed where; -1 unknown */
+	uint32_t beat;  /* advances while it spins: a spinner whose beat stops
+			   has been taken off its CPU */
+	uint32_t pad[13];
+} __attribute__((aligned(64)));
+
+/* What one end's waits have taught it.  Private to the end (not shared). */
+struct shunt_spin_state {
+	uint32_t budget_ns; /* this end's current budget, 0..cap */
+	uint16_t idle;      /* waits since a spin last paid off, while budget is 0 */
+	uint16_t pad;
+};
+
+/* Why a spin stops (SHUNT_SPIN_ON: it goes on). */
+enum shunt_spin_verdict {
+	SHUNT_SPIN_ON = 0,
+	SHUNT_SPIN_SAME_CPU,     /* the peer is on our CPU: hand it the CPU */
+	SHUNT_SPIN_PEER_ASLEEP,  /* the peer sleeps and was not just woken */
+	SHUNT_SPIN_PEER_STALLED, /* the peer spins but its beat stopped */
+	SHUNT_SPIN_BUDGET,       /* the budget ran out */
+};
+
+/* Below this the budget counts as none: a spin shorter than a wakeup is
+ * not worth the CPU. */
+#define SHUNT_SPIN_FLOOR_NS 500u
+/* With a budget of 0, one wait in this many spins anyway (a quarter of the
+ * cap), so a pair whose timing changed finds out. */
+#define SHUNT_SPIN_PROBE_EVERY 32u
+
+/* Start a connection end with the whole cap. */
+void shunt_spin_init(struct shunt_spin_state *s, uint64_t cap_ns);
+
+/* The budget of the next wait, in ns: 0 means sleep at once.  Takes one
+ * wait from the probe count. */
+uint64_t shunt_spin_budget(struct shunt_spin_state *s, uint64_t cap_ns);
+
+/* Asked every few dozen polls while spinning: may it go on?  peer is NULL
+ * when the transport has no presence (a remote peer: only the budget
+ * counts).  *beat carries the peer's beat from the previous check (start it
+ * at SHUNT_SPIN_NO_BEAT).  woke is non-zero when this end woke the peer
+ * for this exchange (it sleeps, but not for long). */
+#define SHUNT_SPIN_NO_BEAT 0xffffffffu
+enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int mycpu,
+					 int woke, uint64_t spent_ns, uint64_t budget_ns,
+					 uint32_t *beat);
+
+/* After a wait: spun is how long it spun, ready whether the spin saw it
+ * ready, why what stopped it (SHUNT_SPIN_ON when ready). */
+void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns,
+		      int ready, enum shunt_spin_verdict why);
+
+/* Publish where this end is now (a relaxed store each: the peer reads
+ * hints; the CPU is asked only when it matters). */
+static inline void shunt_presence_set(struct shunt_presence *p, enum shunt_where w, int cpu)
+{
+	__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
+}
+
+#endif

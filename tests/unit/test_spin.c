@@ -1,0 +1,83 @@
+#include <criterion/criterion.h>
+#include "core/shunt_spin.h"
+
+#define CAP 20000u
+
+static struct shunt_presence peer_at(enum shunt_where w, int cpu)
+{
+	struct shunt_presence p = {0};
+	shunt_presence_set(&p, w, cpu);
+	return p;
+}
+
+Test(spin, same_cpu_hands_off_at_once)
+{
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	struct shunt_presence p = peer_at(SHUNT_AT_APP, 1);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 0, CAP, &beat), SHUNT_SPIN_SAME_CPU);
+	p = peer_at(SHUNT_AT_SPIN, 1);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 0, CAP, &beat), SHUNT_SPIN_SAME_CPU);
+	/* Just woken, and queued on our CPU: still ours to give up. */
+	p = peer_at(SHUNT_AT_SLEEP, 1);
+	cr_assert_eq(shunt_spin_check(&p, 1, 1, 0, CAP, &beat), SHUNT_SPIN_SAME_CPU);
+}
+
+Test(spin, other_cpu_running_spins)
+{
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	struct shunt_presence p = peer_at(SHUNT_AT_APP, 0);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 100, CAP, &beat), SHUNT_SPIN_ON);
+}
+
+Test(spin, peer_asleep_is_not_waited_for_unless_woken)
+{
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	struct shunt_presence p = peer_at(SHUNT_AT_SLEEP, 0);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 0, CAP, &beat), SHUNT_SPIN_PEER_ASLEEP);
+	cr_assert_eq(shunt_spin_check(&p, 1, 1, 0, CAP, &beat), SHUNT_SPIN_ON);
+}
+
+Test(spin, stalled_spinner_stops_us)
+{
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	struct shunt_presence p = peer_at(SHUNT_AT_SPIN, 0);
+	p.beat = 7;
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 10, CAP, &beat), SHUNT_SPIN_ON);
+	p.beat = 8;
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 20, CAP, &beat), SHUNT_SPIN_ON);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, 30, CAP, &beat), SHUNT_SPIN_PEER_STALLED);
+}
+
+Test(spin, budget_runs_out)
+{
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	struct shunt_presence p = peer_at(SHUNT_AT_APP, 0);
+	cr_assert_eq(shunt_spin_check(&p, 1, 0, CAP, CAP, &beat), SHUNT_SPIN_BUDGET);
+	cr_assert_eq(shunt_spin_check(NULL, 1, 0, CAP - 1, CAP, &beat), SHUNT_SPIN_ON);
+}
+
+Test(spin, budget_adapts)
+{
+	struct shunt_spin_state s;
+	shunt_spin_init(&s, CAP);
+	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
+	/* Answers that never come in time halve it down to nothing. */
+	for (int i = 0; i < 8; i++)
+		shunt_spin_learn(&s, CAP, shunt_spin_budget(&s, CAP), 0, SHUNT_SPIN_BUDGET);
+	cr_assert_eq(s.budget_ns, 0);
+	/* Then most waits sleep at once, and one in PROBE_EVERY looks again. */
+	int probes = 0;
+	for (unsigned i = 0; i < 4 * SHUNT_SPIN_PROBE_EVERY; i++)
+		probes += shunt_spin_budget(&s, CAP) != 0;
+	cr_assert_eq(probes, 4);
+	/* A probe that pays restores a budget fitted to the answers seen. */
+	shunt_spin_learn(&s, CAP, 1500, 1, SHUNT_SPIN_ON);
+	cr_assert_eq(shunt_spin_budget(&s, CAP), 6000);
+	/* A placement refusal (same CPU, peer asleep) does not shrink it. */
+	shunt_spin_learn(&s, CAP, 100, 0, SHUNT_SPIN_SAME_CPU);
+	cr_assert_eq(shunt_spin_budget(&s, CAP), 6000);
+	/* Never above the cap, never when the cap is 0. */
+	shunt_spin_learn(&s, CAP, 100000, 1, SHUNT_SPIN_ON);
+	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
+	cr_assert_eq(shunt_spin_budget(&s, 0), 0);
+}
