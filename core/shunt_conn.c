@@ -15,6 +15,7 @@
 #include "shunt_iov.h"
 #include "shunt_listen.h"
 #include "shunt_log.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_transport.h"
 
@@ -48,8 +49,29 @@ void shunt_conn_recycle(struct shunt_conn_pool *p, struct shunt_conn *c)
 
 void shunt_conn_put(struct shunt_conn *c)
 {
-	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		int held = c->held;
+		if (held) {
+			c->held = 0;
+			shunt_fd_release(held - 1);
+		}
 		c->ops->free(c);
+	}
+}
+
+/* The last fd number is closing while calls are still in flight in other
+ * threads: keep the socket open under a number of shunt's own until the
+ * last of them returns, as a call blocked in the kernel holds the file
+ * (a sleeper on a futex holds nothing).  The peer sees the FIN then, not
+ * now, and data it sends meanwhile still reaches the blocked read. */
+static void hold_socket(struct shunt_conn *c)
+{
+	int fd = __atomic_load_n(&c->fd, __ATOMIC_ACQUIRE);
+	if (fd < 0 || c->held)
+		return;
+	int h = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+	if (h >= 0 && (h = shunt_fd_own(h, NULL)) >= 0)
+		c->held = h + 1;
 }
 
 /* ops->close, then the close line of a connection on a transport (the
@@ -71,7 +93,12 @@ static void conn_unref(struct shunt_conn *c)
 	if (__atomic_sub_fetch(&c->fds, 1, __ATOMIC_ACQ_REL) == 0) {
 		if (!__atomic_exchange_n(&c->finished, 1, __ATOMIC_ACQ_REL))
 			__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1)
+			hold_socket(c);
 		conn_close(c);
+		/* Calls still in flight use the held number from now on. */
+		if (c->held)
+			__atomic_store_n(&c->fd, c->held - 1, __ATOMIC_RELEASE);
 	}
 	shunt_conn_put(c);
 }

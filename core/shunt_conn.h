@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 
 #include "shunt_core.h"
+#include "shunt_spin.h"
 #include "shunt_fdtab.h"
 #include "shunt_reason.h"
 #include "shunt_stats.h"
@@ -80,7 +81,26 @@ struct shunt_conn_ops {
 	/* A counter that moves whenever bytes arrive or space frees: the
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
+
+	/* Where the two ends are (core/shunt_spin.h): the peer's presence,
+	 * with *mine this end's, both in memory the two ends share; NULL when
+	 * the transport cannot know (a remote peer: the spin budget alone
+	 * decides).  May be NULL. */
+	const struct shunt_presence *(*presence)(struct shunt_conn *c,
+						 struct shunt_presence **mine);
+	/* A blocking call's sleep without arming fds (a futex): sleep until
+	 * poll() may say ev, the peer moves, or timeout_ms passes.  0 to look
+	 * again (woken, or the time ran out and something may have
+	 * happened), SHUNT_SLEEP_AGAIN (the time ran out, nothing happened),
+	 * -1 with errno (EINTR), or SHUNT_SLEEP_ARM when only armed fds can
+	 * wait for what may come now (the socket may speak first).  May be
+	 * NULL: always arm. */
+	int (*sleep)(struct shunt_conn *c, short ev, int timeout_ms);
 };
+
+#define SHUNT_SLEEP_ARM 1
+/* sleep() timed out and found nothing new: sleep on (longer). */
+#define SHUNT_SLEEP_AGAIN 2
 
 #define SHUNT_ARM_MAX 4
 
@@ -109,6 +129,12 @@ struct shunt_conn {
 	int fin_pending;   /* shutdown(SHUT_WR)'s FIN waits until this end is
 			      on TCP (atomic exchange) */
 	uint64_t offer_deadline; /* client, offered: give up at (ms) */
+	uint8_t woke;      /* this end woke a sleeping peer since its last
+			      wait: the peer is not asleep for long */
+	int held;          /* 1 + an fd of shunt's own on the socket, kept
+			      from the last close to the last reference while
+			      calls were still in flight; 0: none */
+	struct shunt_spin_state spin; /* what this end's waits have taught it */
 	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
 	struct shunt_conn *pool_next; /* in its pool while dead */
 };

@@ -121,6 +121,7 @@ static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_
 		e->conn->fds = 1;
 		e->conn->fd = fd;
 		e->conn->nonblock = (e->flags & SHUNT_FDF_NONBLOCK) != 0;
+		shunt_spin_init(&e->conn->spin, (uint64_t)shunt_config()->spin_us * 1000);
 		__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 	} else {
 		e->conn = NULL;

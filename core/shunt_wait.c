@@ -10,35 +10,81 @@
 #include "shunt_clock.h"
 #include "shunt_conn.h"
 #include "shunt_real.h"
+#include "shunt_spin.h"
 
-/* A peer that answers does so within a few microseconds; past that, with
- * more runnable threads than cores, it may be queued behind the spinner. */
-#define SHUNT_SPIN_YIELD_NS 4000
-
-int shunt_spin_accel(int (*ready)(void *), void *arg)
+/* A peer runnable on our CPU (it runs there, or we just woke it there)
+ * needs that CPU, not our spin.  One yield gives it: the scheduler puts us
+ * behind the runnable tasks of this CPU, the peer answers, and we find the
+ * answer with no sleep and no wakeup for it to pay.  Once only: if the CPU
+ * went to someone else, a sleep is the next step, not another spin (each
+ * end yielding in turn against a busy neighbour is what costs 2x).
+ * Returns 1 when it yielded (look again). */
+static int handoff(enum shunt_spin_verdict why)
 {
-	/* The budget is per blocking call: spin once, then sleep.  Two
-	 * cores: yield now and then so the peer we wait for can run. */
-	uint64_t budget = (uint64_t)shunt_config()->spin_us * 1000;
-	if (!budget)
-		return 0;
-	uint64_t t0 = shunt_now_ns();
-	for (unsigned i = 1; !ready(arg); i++) {
-		shunt_cpu_relax();
-		if ((i & 63) == 0) {
-			uint64_t spent = shunt_now_ns() - t0;
-			if (spent >= budget)
-				return 0;
-			/* A peer that answers does so within a few microseconds;
-			 * past that, with more runnable threads than cores, it
-			 * may be queued behind us: let it run. */
-			if (spent > SHUNT_SPIN_YIELD_NS)
-				sched_yield();
-		}
-	}
+	if (why != SHUNT_SPIN_SAME_CPU)
+		return 1; /* (the caller looks once more anyway) */
+	sched_yield();
 	return 1;
 }
 
+int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
+{
+	struct shunt_presence *mine;
+	const struct shunt_presence *peer = c->ops->presence ? c->ops->presence(c, &mine) : NULL;
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	if (!peer)
+		return SHUNT_WORTH_SPIN;
+	switch (shunt_spin_check(peer, cpu, __atomic_load_n(&c->woke, __ATOMIC_RELAXED), 0, 1,
+				 &beat)) {
+	case SHUNT_SPIN_ON:
+		return SHUNT_WORTH_SPIN;
+	case SHUNT_SPIN_SAME_CPU:
+		return SHUNT_WORTH_YIELD;
+	default:
+		return SHUNT_WORTH_NOT;
+	}
+}
+
+int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
+{
+	/* One budget per thread: a thread waits in one event loop, and what
+	 * its waits teach it is about the peers of that loop. */
+	static __thread struct shunt_spin_state st;
+	static __thread uint8_t st_init;
+	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
+	if (!st_init) {
+		shunt_spin_init(&st, cap);
+		st_init = 1;
+	}
+	uint64_t budget = shunt_spin_budget(&st, cap);
+	if (!budget)
+		return 0;
+	int cpu = sched_getcpu();
+	int w = worth(arg, cpu);
+	if (w != SHUNT_WORTH_SPIN)
+		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU) && ready(arg);
+	uint64_t t0 = shunt_now_ns();
+	enum shunt_spin_verdict why = SHUNT_SPIN_BUDGET;
+	int ok = 0;
+	for (unsigned i = 1;; i++) {
+		if (ready(arg)) {
+			ok = 1;
+			break;
+		}
+		shunt_cpu_relax();
+		if ((i & 63) == 0) {
+			if (shunt_now_ns() - t0 >= budget)
+				break;
+			if ((w = worth(arg, cpu)) != SHUNT_WORTH_SPIN) {
+				why = w == SHUNT_WORTH_YIELD ? SHUNT_SPIN_SAME_CPU
+							     : SHUNT_SPIN_PEER_ASLEEP;
+				break;
+			}
+		}
+	}
+	shunt_spin_learn(&st, cap, shunt_now_ns() - t0, ok, ok ? SHUNT_SPIN_ON : why);
+	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why) && ready(arg));
+}
 
 /* A signal interrupted a wait.  A socket call is restarted after a handler
  * with SA_RESTART and fails with EINTR otherwise; which signal came is not
@@ -83,14 +129,66 @@ static int conn_ready(void *p)
 	return a->c->ops->poll(a->c, a->ev) != 0 || __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
 }
 
+/* How long a futex sleep lasts before it looks at the socket: a peer killed
+ * outright (SIGKILL, a crash) closes its socket without a word in the
+ * rings, and only the socket says so.  Doubling from the first to the last,
+ * so an idle connection costs a wakeup a second at most. */
+#define SHUNT_RECHECK_FIRST_MS 10
+#define SHUNT_RECHECK_MAX_MS 1000
+
+/* Spin while spinning pays (core/shunt_spin.h): 1 when c is ready. */
+static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_presence *peer,
+		struct shunt_presence *mine, int cpu)
+{
+	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
+	uint64_t budget = mine ? shunt_spin_budget(&c->spin, cap) : cap;
+	int woke = __atomic_exchange_n(&c->woke, 0, __ATOMIC_RELAXED);
+	uint32_t beat = SHUNT_SPIN_NO_BEAT;
+	enum shunt_spin_verdict why =
+		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
+	if (why != SHUNT_SPIN_ON) {
+		/* Not worth a spin (the peer shares our CPU, or sleeps): hand
+		 * off at once.  The budget stays: this was the placement. */
+		if (mine && budget)
+			shunt_spin_learn(&c->spin, cap, 0, 0, why);
+		return handoff(why) && conn_ready(a);
+	}
+	if (mine)
+		shunt_presence_set(mine, SHUNT_AT_SPIN, cpu);
+	uint64_t t0 = shunt_now_ns();
+	int ready = 0;
+	for (unsigned i = 1;; i++) {
+		if (conn_ready(a)) {
+			ready = 1;
+			break;
+		}
+		shunt_cpu_relax();
+		if ((i & 63) == 0) {
+			if (mine)
+				__atomic_store_n(&mine->beat, mine->beat + 1, __ATOMIC_RELAXED);
+			why = shunt_spin_check(peer, cpu, woke, shunt_now_ns() - t0, budget, &beat);
+			if (why != SHUNT_SPIN_ON)
+				break;
+		}
+	}
+	if (mine)
+		shunt_spin_learn(&c->spin, cap, shunt_now_ns() - t0, ready, why);
+	return ready || (handoff(why) && conn_ready(a));
+}
+
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 {
 	const struct shunt_conn_ops *ops = c->ops;
 	struct conn_spin a = {c, ev};
+	struct shunt_presence *mine = NULL;
+	const struct shunt_presence *peer = ops->presence ? ops->presence(c, &mine) : NULL;
+	int cpu = mine ? sched_getcpu() : -1;
 	/* Not asked again after a spin that saw it ready: for a transport
 	 * whose readiness test calls into a provider, that is a system call
 	 * between the data and the application. */
-	if (shunt_spin_accel(conn_ready, &a) || conn_ready(&a)) {
+	if (spin(c, &a, peer, mine, cpu)) {
+		if (mine)
+			shunt_presence_set(mine, SHUNT_AT_APP, cpu);
 		SHUNT_STAT_ADD(c, spin_hits, 1);
 		return 0;
 	}
@@ -103,45 +201,72 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 			*deadline = UINT64_MAX;
 	}
 	uint64_t dl = *deadline == UINT64_MAX ? 0 : *deadline;
+	if (mine)
+		shunt_presence_set(mine, SHUNT_AT_SLEEP, cpu);
+	int recheck = SHUNT_RECHECK_FIRST_MS, rc;
 	for (;;) {
-		struct pollfd p[SHUNT_ARM_MAX];
 		int timeout = -1;
 		if (dl) {
 			uint64_t now = shunt_now_ms();
 			if (now >= dl) {
 				errno = EAGAIN;
-				return -1;
+				rc = -1;
+				break;
 			}
 			timeout = (int)(dl - now);
 		}
-		int n = ops->arm(c, ev, p, &timeout);
-		if (conn_ready(&a)) {
-			ops->disarm(c, ev, p, 0);
-			return 0;
+		int r = SHUNT_SLEEP_ARM, err;
+		if (ops->sleep) {
+			r = ops->sleep(c, ev, timeout < 0 || timeout > recheck ? recheck : timeout);
+			err = errno;
+			if (r == SHUNT_SLEEP_AGAIN) {
+				if (recheck < SHUNT_RECHECK_MAX_MS)
+					recheck *= 2;
+				continue;
+			}
 		}
-		int r = REAL(poll)(p, (nfds_t)n, timeout);
-		int err = errno;
-		ops->disarm(c, ev, p, r > 0 ? n : 0);
-		if (r > 0)
-			return 0;
+		if (r == SHUNT_SLEEP_ARM) {
+			struct pollfd p[SHUNT_ARM_MAX];
+			int n = ops->arm(c, ev, p, &timeout);
+			if (conn_ready(&a)) {
+				ops->disarm(c, ev, p, 0);
+				rc = 0;
+				break;
+			}
+			r = REAL(poll)(p, (nfds_t)n, timeout);
+			err = errno;
+			ops->disarm(c, ev, p, r > 0 ? n : 0);
+			if (r > 0)
+				r = 0;
+			else if (r == 0 && (!dl || shunt_now_ms() < dl))
+				r = 0; /* the transport's own slice ran out */
+			else if (r == 0)
+				continue; /* the deadline: said at the top */
+		}
 		if (r < 0 && err == EINTR) {
 			if (restartable())
 				continue;
 			errno = EINTR;
-			return -1;
+			rc = -1;
+			break;
 		}
 		if (r < 0) {
 			errno = err;
-			return -1;
+			rc = -1;
+			break;
 		}
-		/* r == 0: the transport's own slice or the caller's deadline
-		 * ran out. */
-		if (dl && shunt_now_ms() >= dl) {
+		/* Woken, or the time ran out with something to look at. */
+		if (dl && shunt_now_ms() >= dl && !conn_ready(&a)) {
 			errno = EAGAIN;
-			return -1;
+			rc = -1;
+			break;
 		}
-		return 0;
+		rc = 0;
+		break;
 	}
+	if (mine)
+		shunt_presence_set(mine, SHUNT_AT_APP, cpu);
+	return rc;
 }
 
 int shunt_conn_block(struct shunt_conn *c, short ev, int flags, size_t done, uint64_t *deadline,

@@ -11,8 +11,22 @@
 
 struct shunt_conn;
 
-/* Spin for the spin_us budget or until ready(arg): 1 if ready(arg) said so. */
-int shunt_spin_accel(int (*ready)(void *), void *arg);
+/* What a wait could do while its peer answers (shunt_conn_worth_spin). */
+enum {
+	SHUNT_WORTH_NOT = 0,   /* nothing: the peer sleeps; sleep too */
+	SHUNT_WORTH_SPIN = 1,  /* spin: it runs on another CPU, or is unknown */
+	SHUNT_WORTH_YIELD = 2, /* give it our CPU: it runs (or waits) there */
+};
+
+/* A wait over several connections (poll, select, epoll): spin until
+ * ready(arg), within this thread's adaptive budget (at most spin_us),
+ * while worth(arg, cpu) says SHUNT_WORTH_SPIN for some connection; yield
+ * once when it says SHUNT_WORTH_YIELD.  1 if ready(arg) said so. */
+int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg);
+
+/* SHUNT_WORTH_* for a wait on c, from its peer's presence (a remote peer,
+ * of which nothing is known: SHUNT_WORTH_SPIN, the budget decides). */
+int shunt_conn_worth_spin(struct shunt_conn *c, int cpu);
 
 /* A blocking call on accelerated connection c waits here until the
  * transport's poll() may say ev: spin (spin_us), then sleep on the fds its

@@ -525,6 +525,34 @@ static int any_ready(void *arg)
 	return 0;
 }
 
+/* Most items looked at to decide whether a spin may pay (see shunt_poll.c). */
+#define SPIN_WORTH_MAX 16
+
+static int any_worth(void *arg, int cpu)
+{
+	struct epset *s = arg;
+	int seen = 0, best = SHUNT_WORTH_NOT;
+	for (int i = 0; i < s->n && seen < SPIN_WORTH_MAX; i++) {
+		struct item *it = &s->items[i];
+		if (it->disabled || it->parked || it->c->finished)
+			continue;
+		seen++;
+		int w = shunt_conn_worth_spin(it->c, cpu);
+		if (w == SHUNT_WORTH_SPIN)
+			return w;
+		if (w == SHUNT_WORTH_YIELD)
+			best = w;
+	}
+	return seen == 0 ? SHUNT_WORTH_SPIN : best;
+}
+
+static int tree_worth(void *arg, int cpu)
+{
+	(void)arg;
+	(void)cpu;
+	return SHUNT_WORTH_SPIN; /* nested sets: the budget decides */
+}
+
 static int ep_of(const struct epset *s)
 {
 	return s->ep;
@@ -768,10 +796,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		if (!spun) {
 			spun = 1;
 			if (nested) {
-				shunt_spin_accel(tree_ready_fn, s);
+				shunt_spin_accel(tree_ready_fn, tree_worth, s);
 			} else {
 				pthread_mutex_lock(&s->mu);
-				shunt_spin_accel(any_ready, s);
+				shunt_spin_accel(any_ready, any_worth, s);
 				pthread_mutex_unlock(&s->mu);
 			}
 			continue;

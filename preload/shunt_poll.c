@@ -77,6 +77,32 @@ static int scan_ready(void *a)
 	return accel_scan(s->p, s->n, &naccel) > 0;
 }
 
+/* Most accelerated fds looked at to decide whether a spin may pay: a
+ * wait over thousands has some peer awake somewhere, and asking them all
+ * would cost more than the spin. */
+#define SPIN_WORTH_MAX 16
+
+static int scan_worth(void *a, int cpu)
+{
+	struct scan_arg *s = a;
+	int seen = 0, best = SHUNT_WORTH_NOT;
+	for (nfds_t i = 0; i < s->n && seen < SPIN_WORTH_MAX; i++) {
+		struct shunt_fd *e = shunt_fd_accel(s->p[i].fd);
+		struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+		if (!c)
+			continue;
+		seen++;
+		int w = shunt_conn_worth_spin(c, cpu);
+		shunt_conn_put(c);
+		if (w == SHUNT_WORTH_SPIN)
+			return w;
+		if (w == SHUNT_WORTH_YIELD)
+			best = w;
+	}
+	/* Nested epoll fds only: nothing known, the budget decides. */
+	return seen == 0 ? SHUNT_WORTH_SPIN : best;
+}
+
 struct armed {
 	struct shunt_conn *c;
 	short events;
@@ -160,7 +186,7 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 		if (!spun) {
 			struct scan_arg sa = {p, n};
 			spun = 1;
-			shunt_spin_accel(scan_ready, &sa);
+			shunt_spin_accel(scan_ready, scan_worth, &sa);
 			continue;
 		}
 		/* Sleep: arm every accelerated fd, look once more, then wait

@@ -26,26 +26,29 @@ int shm_path(char *buf, size_t len, const char *key, const char *suffix)
 
 static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct shm_conn);
 
-struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side)
+void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t ring)
+{
+	c->hdr = h;
+	c->side = side;
+	uint8_t *c2s = (uint8_t *)h + SHM_HDR_SIZE, *s2c = c2s + ring;
+	if (side == SHM_CLIENT) {
+		shm_ring_init(&c->tx, &h->ring[0], c2s, ring);
+		shm_ring_init(&c->rx, &h->ring[1], s2c, ring);
+	} else {
+		shm_ring_init(&c->tx, &h->ring[1], s2c, ring);
+		shm_ring_init(&c->rx, &h->ring[0], c2s, ring);
+	}
+}
+
+struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ring)
 {
 	struct shm_conn *c = shunt_conn_alloc(&pool);
 	if (!c)
 		return NULL;
-	struct shm_hdr *h = slot->hdr;
 	c->base.ops = &shm_conn_ops;
-	c->hdr = h;
 	c->slot = *slot;
-	c->side = side;
 	c->wake[0] = c->wake[1] = -1;
-	uint8_t *base = (uint8_t *)h;
-	uint8_t *c2s = base + SHM_HDR_SIZE, *s2c = c2s + h->ring_size;
-	if (side == SHM_CLIENT) {
-		shm_ring_init(&c->tx, &h->ring[0], c2s, h->ring_size);
-		shm_ring_init(&c->rx, &h->ring[1], s2c, h->ring_size);
-	} else {
-		shm_ring_init(&c->tx, &h->ring[1], s2c, h->ring_size);
-		shm_ring_init(&c->rx, &h->ring[0], c2s, h->ring_size);
-	}
+	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
 }
 
@@ -81,13 +84,9 @@ static void shm_close(struct shunt_conn *base)
 		 * The peer trusts the TCP FIN, which comes with the last
 		 * close. */
 		__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
-		/* Only to a peer asleep (see shm_arm): one awake sees the
-		 * hint, and the FIN wakes one that sleeps anyway. */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&c->tx.ctl->reader_waiting, __ATOMIC_RELAXED))
-			shm_wake_role(c, SHM_WAKE_RX);
-		if (__atomic_load_n(&c->rx.ctl->writer_waiting, __ATOMIC_RELAXED))
-			shm_wake_role(c, SHM_WAKE_TX);
+		/* Only to a peer asleep: one awake sees the hint.  (One
+		 * asleep on a futex does not hear the FIN.) */
+		shm_wake_peer(c);
 	}
 	if (c->side == SHM_CLIENT && !c->committed) {
 		/* The server unlinks an offer it takes; one never taken is
@@ -123,4 +122,6 @@ const struct shunt_conn_ops shm_conn_ops = {
 	.arm = shm_arm,
 	.disarm = shm_disarm,
 	.progress = shm_progress,
+	.presence = shm_presence,
+	.sleep = shm_sleep,
 };

@@ -2,12 +2,16 @@
  * accelerated connection ends here, and so do poll/select/epoll readiness.
  *
  * No system call while data or space is in the ring.  When a call would
- * block it spins for spin_us (the latency gain is there: a cross-process
- * wakeup costs as much as a TCP round trip on small VMs), then sleeps in
- * poll() on its wake socket and the TCP socket, which carries FIN, RST and
- * the bytes of a demotion. */
+ * block it waits in core/shunt_wait.c: a spin while the peer runs on
+ * another CPU (each end publishes where it is: shm_presence), then a sleep
+ * on a futex word of the ring (shm_sleep) that the peer moves when it
+ * writes, reads or changes the state.  Before the commit the socket may
+ * speak first, so the wait arms the wake socket and the TCP socket
+ * instead (shm_arm), as poll/select/epoll always do. */
 #include <errno.h>
 #include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -25,15 +29,6 @@
 static inline uint32_t state_of(struct shm_conn *c)
 {
 	return __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
-}
-
-static void wake_if(struct shm_conn *c, uint32_t *waiting, int role)
-{
-	/* Pairs with the fence in arm(): either the sleeper sees our
-	 * counter move, or we see it waiting. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(waiting, __ATOMIC_RELAXED))
-		shm_wake_role(c, role);
 }
 
 /* The socket (shunt_tcp_peek): bytes waiting are a demotion's replay, or
@@ -124,7 +119,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 				c->base.bytes_in += n;
 				SHUNT_STAT_ADD(&c->base, bytes_in, n);
 				SHUNT_STAT_ADD(&c->base, calls_in, 1);
-				wake_if(c, &c->rx.ctl->writer_waiting, SHM_WAKE_TX);
+				shm_wake_space(c);
 			}
 			if (!all || done == total)
 				return (ssize_t)done;
@@ -235,7 +230,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 			c->base.bytes_out += n;
 			SHUNT_STAT_ADD(&c->base, bytes_out, n);
 			SHUNT_STAT_ADD(&c->base, calls_out, 1);
-			wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
+			shm_wake_data(c);
 			if (done == total)
 				return (ssize_t)done;
 			continue;
@@ -272,7 +267,6 @@ int shm_shutdown(struct shunt_conn *b, int how)
 		c->base.fin_pending = 1;
 		deferred = 1;
 		__atomic_store_n(&c->tx.ctl->wr_shut, 1, __ATOMIC_RELEASE);
-		wake_if(c, &c->tx.ctl->reader_waiting, SHM_WAKE_RX);
 		shm_wake_peer(c);
 	}
 rd:
@@ -325,6 +319,9 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 {
 	struct shm_conn *c = (struct shm_conn *)b;
 	int n = 0;
+	/* A poll/epoll waiter about to sleep: the peer must not spin for it
+	 * (unless it wakes it). */
+	shunt_presence_set(&c->hdr->pres[c->side], SHUNT_AT_SLEEP, sched_getcpu());
 	/* Before counting ourselves in: a waker that sees us waiting after
 	 * this finds no wakeup pending and sends one.  (One sent earlier may
 	 * have gone to a socket not bound yet, or to another thread.) */
@@ -333,12 +330,12 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	if (events & (POLLOUT | POLLWRNORM))
 		__atomic_store_n(&c->hdr->wake_pending[c->side][SHM_WAKE_TX], 0, __ATOMIC_RELAXED);
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
-		__atomic_add_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->rx.ctl->reader_fd, 1, __ATOMIC_RELAXED);
 		out[n++] = (struct pollfd){c->wake[SHM_WAKE_RX], POLLIN, 0};
 	}
 	if (events & (POLLOUT | POLLWRNORM)) {
 		int fd = shm_wake_fd(c, SHM_WAKE_TX);
-		__atomic_add_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->tx.ctl->writer_fd, 1, __ATOMIC_RELAXED);
 		if (fd >= 0)
 			out[n++] = (struct pollfd){fd, POLLIN, 0};
 	}
@@ -352,8 +349,8 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	/* A dead peer sends no FIN we can still see after EOF; look again now
 	 * and then.  So does a second waiter of the same role, which may have
 	 * missed a wakeup the first one drained. */
-	if (c->base.tcp_eof || __atomic_load_n(&c->rx.ctl->reader_waiting, __ATOMIC_RELAXED) > 1 ||
-	    __atomic_load_n(&c->tx.ctl->writer_waiting, __ATOMIC_RELAXED) > 1)
+	if (c->base.tcp_eof || __atomic_load_n(&c->rx.ctl->reader_fd, __ATOMIC_RELAXED) > 1 ||
+	    __atomic_load_n(&c->tx.ctl->writer_fd, __ATOMIC_RELAXED) > 1)
 		limit = limit < 0 || limit > 100 ? 100 : limit;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
 		*timeout_ms = limit;
@@ -363,10 +360,11 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 void shm_disarm(struct shunt_conn *b, short events, const struct pollfd *fds, int n)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
+	__atomic_store_n(&c->hdr->pres[c->side].where, SHUNT_AT_APP, __ATOMIC_RELEASE);
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
-		__atomic_sub_fetch(&c->rx.ctl->reader_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&c->rx.ctl->reader_fd, 1, __ATOMIC_RELAXED);
 	if (events & (POLLOUT | POLLWRNORM))
-		__atomic_sub_fetch(&c->tx.ctl->writer_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&c->tx.ctl->writer_fd, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < n; i++) {
 		if (!fds[i].revents)
 			continue;
@@ -388,4 +386,66 @@ uint64_t shm_progress(struct shunt_conn *b)
 	struct shm_conn *c = (struct shm_conn *)b;
 	return __atomic_load_n(&c->rx.ctl->head, __ATOMIC_ACQUIRE) +
 	       __atomic_load_n(&c->tx.ctl->tail, __ATOMIC_ACQUIRE);
+}
+
+const struct shunt_presence *shm_presence(struct shunt_conn *b, struct shunt_presence **mine)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	*mine = &c->hdr->pres[c->side];
+	return &c->hdr->pres[!c->side];
+}
+
+/* A futex sleep found nothing new after timeout_ms: the peer may have died
+ * (a SIGKILL closes its socket without a word in the rings).  0 when the
+ * socket says something (the data path looks), SHUNT_SLEEP_AGAIN when it
+ * is quiet. */
+static int recheck(struct shm_conn *c)
+{
+	if (c->base.tcp_eof)
+		return 0;
+	int t = tcp_peek(c);
+	if (t == -2)
+		return SHUNT_SLEEP_AGAIN;
+	c->base.tcp_hint = 1;
+	return 0;
+}
+
+int shm_sleep(struct shunt_conn *b, short ev, int timeout_ms)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	/* Before the commit (or once leaving) the socket may speak first: a
+	 * server without shunt behind a registered address, the bytes of a
+	 * replay; after the peer closed an fd, the FIN of its last close
+	 * comes there, not in the rings.  Only an armed wait hears it at once. */
+	if (c->demoted || state_of(c) != SHM_COMMITTED ||
+	    __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
+		return SHUNT_SLEEP_ARM;
+	int rd = (ev & (POLLIN | POLLRDNORM | POLLRDHUP)) != 0;
+	uint32_t *seq = rd ? &c->rx.ctl->data_seq : &c->tx.ctl->space_seq;
+	uint32_t *cnt = rd ? &c->rx.ctl->reader_sleep : &c->tx.ctl->writer_sleep;
+	uint32_t v = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+	__atomic_add_fetch(cnt, 1, __ATOMIC_RELAXED);
+	/* Pairs with the waker's fence (shm_wake.c): either it sees us
+	 * counted in and moves seq, or we see what it published. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	int r = 0;
+	if (!shm_poll(b, ev) && !__atomic_load_n(&b->left, __ATOMIC_ACQUIRE)) {
+		struct timespec ts, *tp = NULL;
+		if (timeout_ms >= 0) {
+			ts.tv_sec = timeout_ms / 1000;
+			ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;
+			tp = &ts;
+		}
+		if (syscall(SYS_futex, seq, FUTEX_WAIT, v, tp, NULL, 0) < 0) {
+			if (errno == EINTR)
+				r = -1;
+			else if (errno == ETIMEDOUT)
+				r = recheck(c);
+			/* EAGAIN: seq moved before we slept: look again. */
+		}
+	}
+	int err = errno;
+	__atomic_sub_fetch(cnt, 1, __ATOMIC_RELAXED);
+	errno = err;
+	return r;
 }

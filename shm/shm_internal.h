@@ -74,16 +74,27 @@ enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 
 /* <rundir>/o/<key><suffix> into buf: 0, or -1 when it does not fit. */
 int shm_path(char *buf, size_t len, const char *key, const char *suffix);
-/* A connection end on slot (which it takes over), or NULL. */
-struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side);
+/* A connection end on slot (which it takes over), with rings of ring bytes
+ * (the size this end chose or checked, never re-read from the header), or
+ * NULL. */
+struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ring);
+/* Point c's header and rings at h (side's view): for a connection object,
+ * or a stack view that only wakes the peer (a refusal). */
+void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t ring);
 /* Release everything c holds and recycle it. */
 void shm_conn_free(struct shm_conn *c);
 
 /* ---- shm_wake.c: wake sockets --------------------------------------------- */
 
-/* Wake the peer's waiters of one role: one datagram per sleep. */
+/* Wake the peer's poll/epoll waiters of one role: one datagram per sleep. */
 void shm_wake_role(struct shm_conn *c, int role);
-/* Wake every waiter of the peer: the state moved. */
+/* This end published data (or a flag) on its tx ring: wake the peer's
+ * readers that sleep, if any. */
+void shm_wake_data(struct shm_conn *c);
+/* This end freed space in its rx ring: wake the peer's writers that
+ * sleep, if any. */
+void shm_wake_space(struct shm_conn *c);
+/* The state moved: wake every sleeper of the peer. */
 void shm_wake_peer(struct shm_conn *c);
 /* The process's socket for sending wakeups. */
 int shm_wake_sender(void);
@@ -122,5 +133,7 @@ short shm_poll(struct shunt_conn *c, short events);
 int shm_arm(struct shunt_conn *c, short events, struct pollfd out[], int *timeout_ms);
 void shm_disarm(struct shunt_conn *c, short events, const struct pollfd *fds, int n);
 uint64_t shm_progress(struct shunt_conn *c);
+const struct shunt_presence *shm_presence(struct shunt_conn *c, struct shunt_presence **mine);
+int shm_sleep(struct shunt_conn *c, short ev, int timeout_ms);
 
 #endif

@@ -92,8 +92,11 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	h->pid[SHM_CLIENT] = shunt_pid();
 	h->uid[SHM_CLIENT] = geteuid();
 	h->tuple = t;
+	/* Nobody's CPU is known yet (a zeroed header would say CPU 0). */
+	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, -1);
+	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, -1);
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
-	c = shm_conn_new(&slot, SHM_CLIENT);
+	c = shm_conn_new(&slot, SHM_CLIENT, ring);
 	if (!c) {
 		shm_arena_release(&slot, 0);
 		goto out;
@@ -187,11 +190,12 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (open_offer(key, &slot, &why) < 0)
 		goto out;
 	h = slot.hdr;
-	if (shm_hdr_check(h, slot.len, &t) < 0) {
+	uint64_t ring;
+	if (shm_hdr_check(h, slot.len, &t, &ring) < 0) {
 		why = SHUNT_R_BAD_OFFER;
 		goto refuse;
 	}
-	c = shm_conn_new(&slot, SHM_SERVER);
+	c = shm_conn_new(&slot, SHM_SERVER, ring);
 	if (!c) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
@@ -221,20 +225,26 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	c->committed = 1;
 	unlink(path);
 	/* Only a client asleep needs to hear of it (it counted itself in
-	 * before sleeping, see shm_arm); one that is not will see the
-	 * state.  A wakeup costs the client a trip through the scheduler. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->tx.ctl->reader_waiting, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&c->rx.ctl->writer_waiting, __ATOMIC_RELAXED))
-		shm_wake_peer(c);
+	 * before sleeping); one that is not will see the state.  A wakeup
+	 * costs the client a trip through the scheduler. */
+	shm_wake_peer(c);
 	e->conn = &c->base;
 	SHUNT_GUARD_LEAVE();
 	return SHUNT_R_NONE;
 refuse:
 	refuse(h);
 	unlink(path); /* refused: nobody will take it */
-	if (c && c->wake[SHM_WAKE_RX] >= 0)
+	if (c) {
 		shm_wake_peer(c);
+	} else {
+		/* A view of the header, to wake the client: the ring size
+		 * it offered may be the bad part, so none is used. */
+		struct shm_conn v = {.wake = {-1, -1}};
+		shm_conn_view(&v, h, SHM_SERVER, 0);
+		snprintf(v.key, sizeof v.key, "%s", key);
+		if (shm_wake_bind_peer(&v) == 0)
+			shm_wake_peer(&v);
+	}
 fail:
 	if (c)
 		shm_conn_free(c);
@@ -259,9 +269,12 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	shunt_tuple_key(&t, key, sizeof key);
 	if (open_offer(key, &slot, &why) == 0) {
 		struct shm_hdr *h = slot.hdr;
-		if (shm_hdr_check(h, slot.len, &t) == 0) {
-			struct shm_conn c = {.side = SHM_SERVER};
+		uint64_t ring;
+		if (shm_hdr_check(h, slot.len, &t, &ring) == 0) {
+			/* A view of the header, to wake the client. */
+			struct shm_conn c = {.wake = {-1, -1}};
 			char path[SHUNT_PATH_MAX];
+			shm_conn_view(&c, h, SHM_SERVER, ring);
 			refuse(h);
 			if (!shm_path(path, sizeof path, key, ""))
 				unlink(path);

@@ -15,11 +15,12 @@
 #include <sys/socket.h>
 
 #include "config/shunt_config.h"
+#include "core/shunt_spin.h"
 #include "core/shunt_tuple.h"
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define SHM_HDR_SIZE 4096u
 #define SHM_MIN_RING SHUNT_RING_MIN
 #define SHM_MAX_RING SHUNT_RING_MAX
@@ -48,13 +49,17 @@ struct shm_hdr {
 	struct shunt_tuple tuple;
 	/* ring[0]: client -> server; ring[1]: server -> client */
 	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));
+	/* [side]: where each end is (core/shunt_spin.h), written by that end,
+	 * read by the other to decide whether to spin. */
+	struct shunt_presence pres[2];
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
 
-/* 0 when a mapping of file_size bytes is a valid offer for tuple, else -1.
- * Reads only within the first SHM_HDR_SIZE bytes. */
+/* 0 when a mapping of file_size bytes is a valid offer for tuple, with
+ * *ring its ring size as read once (use only that copy), else -1.  Reads
+ * only within the first SHM_HDR_SIZE bytes. */
 int shm_hdr_check(const struct shm_hdr *h, uint64_t file_size,
-		  const struct shunt_tuple *tuple);
+		  const struct shunt_tuple *tuple, uint64_t *ring);
 
 #endif

@@ -31,16 +31,27 @@ static inline void shm_cpu_relax(void)
 #endif
 }
 
+/* Waiting (shm_wake.c): a thread that finds nothing to do counts itself in
+ * (a sleeper on a futex word of the ring, or a poll/epoll waiter armed on a
+ * wake socket), looks once more, then sleeps; the other end, after it
+ * moved a counter, looks at the counts and wakes only what sleeps.  Each
+ * word is written by one side only. */
 struct shm_ring_ctl {
 	/* Producer's line. */
 	uint64_t head __attribute__((aligned(SHM_CACHELINE)));
 	uint32_t wr_shut;        /* producer will write no more: shutdown(SHUT_WR) */
-	uint32_t writer_waiting; /* producers asleep until space frees (count) */
 	uint32_t closed_hint;    /* producer closed its fd; TCP FIN tells if it
 				    was the last holder */
+	uint32_t data_seq;       /* futex word consumers sleep on: the producer
+				    moves it after new data or a new state */
+	uint32_t writer_sleep;   /* producers asleep on space_seq (count) */
+	uint32_t writer_fd;      /* producers armed on a wake socket (count) */
 	/* Consumer's line. */
 	uint64_t tail __attribute__((aligned(SHM_CACHELINE)));
-	uint32_t reader_waiting; /* consumers asleep until data arrives (count) */
+	uint32_t space_seq;      /* futex word producers sleep on: the consumer
+				    moves it after freeing space */
+	uint32_t reader_sleep;   /* consumers asleep on data_seq (count) */
+	uint32_t reader_fd;      /* consumers armed on a wake socket (count) */
 	/* Taken only while several threads or processes use one end. */
 	uint32_t wlock __attribute__((aligned(SHM_CACHELINE)));
 	uint32_t rlock;

@@ -1,11 +1,23 @@
-/* Wake sockets: how one end of an shm connection wakes the other's
- * sleepers.  One unbound datagram socket per process sends; each end binds
- * one per role (data arrived, space freed) named after the connection in
- * <rundir>/o, and sleeps on it.  One datagram per sleep: the sender skips
- * it while a wakeup is pending.  Bound sockets are kept between
- * connections and renamed (a rename keeps the binding). */
+/* Wakeups: how one end of an shm connection wakes the other's sleepers.
+ *
+ * A blocking call sleeps on a futex word of the ring it waits for (the
+ * header is a shared file mapping, so both processes meet on the word):
+ * the cheapest wakeup there is, and it needs no file descriptor and no
+ * name anyone could remove.  poll/select/epoll need something the kernel
+ * can report with the application's other fds: a wake socket, bound per
+ * role (data arrived, space freed) and named after the connection in
+ * <rundir>/o.  One unbound datagram socket per process sends; one datagram
+ * per sleep (the sender skips it while a wakeup is pending).  Bound sockets
+ * are kept between connections and renamed (a rename keeps the binding).
+ *
+ * A waker looks at the counts after a full fence (paired with the one a
+ * waiter makes between counting itself in and its last look), so it never
+ * pays a system call when nobody sleeps, and never misses a sleeper. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,10 +80,42 @@ void shm_wake_role(struct shm_conn *c, int role)
 		     (struct sockaddr *)&c->peer[role], c->peer_len[role]);
 }
 
+/* What sleeps on one role of a ring: futex sleepers on seq, poll/epoll
+ * waiters on the peer's wake socket of that role.  After the fence. */
+static void wake_sleepers(struct shm_conn *c, uint32_t *seq, const uint32_t *sleep,
+			  const uint32_t *fd, int role)
+{
+	if (__atomic_load_n(sleep, __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(seq, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		__atomic_store_n(&c->base.woke, 1, __ATOMIC_RELAXED);
+	}
+	if (__atomic_load_n(fd, __ATOMIC_RELAXED)) {
+		shm_wake_role(c, role);
+		__atomic_store_n(&c->base.woke, 1, __ATOMIC_RELAXED);
+	}
+}
+
+void shm_wake_data(struct shm_conn *c)
+{
+	struct shm_ring_ctl *t = c->tx.ctl;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	wake_sleepers(c, &t->data_seq, &t->reader_sleep, &t->reader_fd, SHM_WAKE_RX);
+}
+
+void shm_wake_space(struct shm_conn *c)
+{
+	struct shm_ring_ctl *r = c->rx.ctl;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	wake_sleepers(c, &r->space_seq, &r->writer_sleep, &r->writer_fd, SHM_WAKE_TX);
+}
+
 void shm_wake_peer(struct shm_conn *c)
 {
-	shm_wake_role(c, SHM_WAKE_RX);
-	shm_wake_role(c, SHM_WAKE_TX);
+	struct shm_ring_ctl *t = c->tx.ctl, *r = c->rx.ctl;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	wake_sleepers(c, &t->data_seq, &t->reader_sleep, &t->reader_fd, SHM_WAKE_RX);
+	wake_sleepers(c, &r->space_seq, &r->writer_sleep, &r->writer_fd, SHM_WAKE_TX);
 }
 
 /* Bound wake sockets kept between connections.  Binding costs a socket,
