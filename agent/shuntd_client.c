@@ -171,7 +171,9 @@ static void do_offer(struct client *c, const struct agent_offer *o)
 	if (!from_host(c, o->tuple.caddr)) {
 		m.u.status = AGENT_ST_REFUSED;
 		shuntd.n.offers[SO_REFUSED]++;
-	} else if (!shunt_registry_lookup_uid(shuntd.rundir, dst, &uid)) {
+	} else if (shunt_registry_lookup_uid(shuntd.rundir, dst, &uid) != SHUNT_REG_LIVE) {
+		/* (A listener whose processes dropped their privileges could
+		 * not open the offer either.) */
 		m.u.status = AGENT_ST_NO_LISTENER;
 		shuntd.n.offers[SO_NO_LISTENER]++;
 	} else if (rundir_file_offer(shuntd.rundir, o, uid) < 0) {
@@ -192,7 +194,7 @@ static void do_query(struct client *c, const struct agent_msg *q)
 	struct agent_msg m = {.type = AGENT_QUERY_ANSWER};
 	struct sockaddr_storage ss;
 	const struct sockaddr *dst = as_sockaddr(q->u.query.addr, q->u.query.port, &ss);
-	int live = shunt_registry_lookup(shuntd.rundir, dst);
+	int live = shunt_registry_lookup(shuntd.rundir, dst) == SHUNT_REG_LIVE;
 	shuntd.n.queries[live]++;
 	m.u.status = live ? AGENT_ST_OK : AGENT_ST_NO_LISTENER;
 	reply(c, &m);
@@ -211,8 +213,9 @@ static void do_relay(struct client *c, const struct agent_relay *r)
 	struct sockaddr_storage ss;
 	int from_peer = from_host(c, r->to_client ? r->tuple.saddr : r->tuple.caddr);
 	if (!r->to_client) {
-		if (!shunt_registry_lookup_uid(shuntd.rundir,
-					     as_sockaddr(r->tuple.saddr, r->tuple.sport, &ss), &uid))
+		if (shunt_registry_lookup_uid(shuntd.rundir,
+					      as_sockaddr(r->tuple.saddr, r->tuple.sport, &ss),
+					      &uid) == SHUNT_REG_NONE)
 			from_peer = 0;
 	} else if (stat(shuntd.rundir, &st) == 0) {
 		uid = st.st_uid;

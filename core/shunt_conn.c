@@ -302,6 +302,20 @@ void shunt_conn_before_fork(void)
 	shunt_fd_foreach(SHUNT_FD_KERNEL, fork_one, NULL);
 }
 
+static void forked_one(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	struct shunt_conn *c = held(e);
+	if (c && c->ops->forked)
+		c->ops->forked(c, *(int *)arg);
+}
+
+void shunt_conn_after_fork_parent(void)
+{
+	int child = 0;
+	shunt_fd_foreach(SHUNT_FD_KERNEL, forked_one, &child);
+}
+
 /* Counters of inherited connections move to the child's own file: the
  * parent keeps its slots (and may close them) while the child goes on. */
 static void child_stats(int fd, struct shunt_fd *e, void *arg)
@@ -319,8 +333,10 @@ static void child_stats(int fd, struct shunt_fd *e, void *arg)
 
 void shunt_conn_after_fork_child(void)
 {
+	int child = 1;
 	shunt_stats_after_fork_child();
 	shunt_fd_foreach(SHUNT_FD_KERNEL, child_stats, NULL);
+	shunt_fd_foreach(SHUNT_FD_KERNEL, forked_one, &child);
 }
 
 static void exec_demote(int fd, struct shunt_fd *e, void *arg)

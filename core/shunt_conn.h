@@ -57,6 +57,9 @@ struct shunt_conn_ops {
 	void (*demote)(struct shunt_conn *c, enum shunt_reason why);
 	/* The process is about to fork with c open (NULL: nothing to do). */
 	void (*fork)(struct shunt_conn *c);
+	/* After that fork, in the parent (child 0: also when it failed) and in
+	 * the child (child 1).  May be NULL. */
+	void (*forked)(struct shunt_conn *c, int child);
 
 	/* Data: all read and write calls funnel into these two.  flags has
 	 * MSG_DONTWAIT when the call must not block (either cause). */
@@ -218,8 +221,11 @@ void shunt_conn_replace(struct shunt_conn *old, struct shunt_conn *nw);
 
 /* Before fork: connections that become shared are told (ops->fork). */
 void shunt_conn_before_fork(void);
-/* In the child after fork: counters move to the child's own file. */
+/* In the child after fork: counters move to the child's own file;
+ * connections are told (ops->forked). */
 void shunt_conn_after_fork_child(void);
+/* In the parent after fork (or after a fork that failed). */
+void shunt_conn_after_fork_parent(void);
 /* Before exec: demote what the new program would inherit. */
 void shunt_conn_before_exec(void);
 

@@ -147,6 +147,12 @@ void shunt_before_fork(void)
 		shunt_conn_before_fork();
 }
 
+void shunt_after_fork_parent(void)
+{
+	if (shunt_any_accel())
+		shunt_conn_after_fork_parent();
+}
+
 void shunt_after_fork_child(void)
 {
 	__atomic_store_n(&shunt_self, getpid(), __ATOMIC_RELAXED);

@@ -13,12 +13,6 @@ static inline void shunt_cpu_relax(void)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
-/* fork(): connections that become shared are told; in the child, every
- * process-wide part of shunt becomes the child's own (its pid, counters,
- * listener registrations, a dependency's fds). */
-void shunt_before_fork(void);
-void shunt_after_fork_child(void);
-
 #endif
 }
 
@@ -75,10 +69,12 @@ static inline pid_t shunt_pid(void)
 }
 #endif
 
-/* fork(): connections that become shared are told; in the child, every
- * process-wide part of shunt becomes the child's own (its pid, counters,
- * listener registrations, a dependency's fds). */
+/* fork(): connections that become shared are told before it and after it
+ * in both processes; in the child, every process-wide part of shunt becomes
+ * the child's own (its pid, counters, listener registrations, a
+ * dependency's fds). */
 void shunt_before_fork(void);
+void shunt_after_fork_parent(void);
 void shunt_after_fork_child(void);
 
 #endif

@@ -12,6 +12,7 @@
 #include "shunt_conn.h"
 #include "shunt_listen.h"
 #include "shunt_log.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_transport.h"
 
@@ -83,7 +84,7 @@ void shunt_conn_on_listen(int fd, struct shunt_fd *e)
 
 /* The decision shared by both ends: rule, then each allowed transport in
  * order.  try() returns SHUNT_R_NONE when the transport took it. */
-static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
+static enum shunt_reason decide(int fd, enum shunt_role role, const struct sockaddr *sa,
 				socklen_t len,
 				enum shunt_reason (*try)(const struct shunt_transport_ops *,
 							 void *),
@@ -96,6 +97,11 @@ static enum shunt_reason decide(enum shunt_role role, const struct sockaddr *sa,
 	enum shunt_transport rule = shunt_config_decide(c, role, shunt_prog(), sa, len);
 	if (rule == SHUNT_TP_KERNEL)
 		return SHUNT_R_RULE_KERNEL;
+	/* shunt must never make a call fail that would succeed without it:
+	 * near the fd limit, the fds an accelerated connection may take (its
+	 * wake sockets) are left to the application. */
+	if (shunt_fd_headroom(fd) < SHUNT_FD_MARGIN)
+		return SHUNT_R_FD_LIMIT;
 	enum shunt_reason why = SHUNT_R_NO_TRANSPORT;
 	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++) {
 		if (!allowed(rule, (*t)->id))
@@ -172,7 +178,7 @@ void shunt_conn_on_connect(int fd, struct shunt_fd *e, const struct sockaddr *ds
 			   socklen_t len)
 {
 	struct connect_args a = {fd, e, dst, len};
-	settle(fd, e, SHUNT_ROLE_CLIENT, decide(SHUNT_ROLE_CLIENT, dst, len, try_connect, &a));
+	settle(fd, e, SHUNT_ROLE_CLIENT, decide(fd, SHUNT_ROLE_CLIENT, dst, len, try_connect, &a));
 }
 
 struct accept_args {
@@ -193,7 +199,7 @@ void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 			  const struct sockaddr *peer, socklen_t len)
 {
 	struct accept_args a = {lfd, fd, e, peer, len};
-	enum shunt_reason why = decide(SHUNT_ROLE_SERVER, peer, len, try_accept, &a);
+	enum shunt_reason why = decide(fd, SHUNT_ROLE_SERVER, peer, len, try_accept, &a);
 	if (why != SHUNT_R_NONE && why != SHUNT_R_DISABLED) {
 		/* A client may have offered and be waiting for an answer:
 		 * refuse explicitly so it moves to TCP now, not at a timeout. */

@@ -1,10 +1,14 @@
 /* Registered listeners (shunt_listen.h). */
 #include "shunt_listen.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "shunt_core.h"
 #include "shunt_log.h"
+#include "shunt_real.h"
 #include "shunt_rundir.h"
 
 void shunt_listen_register(int fd, struct shunt_fd *e)
@@ -79,4 +83,57 @@ static void forget(int fd, struct shunt_fd *e, void *arg)
 void shunt_listen_at_exit(void)
 {
 	shunt_fd_foreach(SHUNT_FD_LISTEN, forget, NULL);
+}
+
+/* Credentials: descriptions of this process's registry entries, opened for
+ * writing before a set*id call while the process still may, to mark the
+ * entries after it if the call took away its access to the rundir. */
+#define SETID_MARKS 64
+static int marks[SETID_MARKS];
+static int nmarks;
+static pthread_mutex_t setid_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void open_marks(int fd, struct shunt_fd *e, void *arg)
+{
+	(void)fd;
+	const char *rd = arg;
+	struct shunt_listener *l = e->listener;
+	if (shunt_fd_kind(e) != SHUNT_FD_LISTEN || !l || l->pid != shunt_pid())
+		return;
+	nmarks += shunt_registry_open_marks(rd, &l->reg, marks + nmarks, SETID_MARKS - nmarks);
+}
+
+void shunt_listen_before_setid(void)
+{
+	const char *rd = shunt_rundir();
+	pthread_mutex_lock(&setid_mu);
+	nmarks = 0;
+	if (rd) {
+		SHUNT_GUARD_ENTER();
+		shunt_fd_foreach(SHUNT_FD_LISTEN, open_marks, (void *)rd);
+		SHUNT_GUARD_LEAVE();
+	}
+}
+
+void shunt_listen_after_setid(int changed)
+{
+	const char *rd = shunt_rundir();
+	char dir[SHUNT_PATH_MAX];
+	SHUNT_GUARD_ENTER();
+	/* Effective ids (AT_EACCESS): what opening an offer will be checked
+	 * against. */
+	if (changed && nmarks && rd &&
+	    shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_OFFER, NULL) == 0 &&
+	    faccessat(AT_FDCWD, dir, R_OK | W_OK | X_OK, AT_EACCESS) < 0) {
+		for (int i = 0; i < nmarks; i++)
+			shunt_registry_mark_refusing(marks[i]);
+		SHUNT_INFO("credentials changed: %s is out of reach, clients of this process's "
+			   "listeners stay on TCP (server-cred)",
+			   dir);
+	}
+	for (int i = 0; i < nmarks; i++)
+		REAL(close)(marks[i]);
+	nmarks = 0;
+	SHUNT_GUARD_LEAVE();
+	pthread_mutex_unlock(&setid_mu);
 }

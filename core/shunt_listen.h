@@ -33,4 +33,12 @@ void shunt_listen_after_fork_child(void);
 /* exit(): remove the names this process registered. */
 void shunt_listen_at_exit(void);
 
+/* Around a set*id call (setuid, setgroups, initgroups...): before it, while
+ * the process may still write its registry entries, open them; after it
+ * (changed: the call succeeded), if the process can no longer open offers
+ * in the rundir, mark them, so its clients take TCP at once (server-cred)
+ * rather than wait out an offer nobody can take.  Always called in pairs. */
+void shunt_listen_before_setid(void);
+void shunt_listen_after_setid(int changed);
+
 #endif

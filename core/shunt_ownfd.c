@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "shunt_core.h"
 #include "shunt_fdtab.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
@@ -52,6 +53,32 @@ static void mark(int fd, int *owner)
 		return;
 	e->owner = owner;
 	__atomic_store_n(&e->kind, SHUNT_FD_INTERNAL, __ATOMIC_RELEASE);
+}
+
+/* The soft RLIMIT_NOFILE, asked again now and then (programs raise it at
+ * start), and always when FRESH: before an answer that refuses. */
+static long nofile_limit(int fresh)
+{
+	static long cached = -1;
+	static unsigned asked;
+	long l = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (!fresh && l >= 0 && (__atomic_add_fetch(&asked, 1, __ATOMIC_RELAXED) & 63))
+		return l;
+	struct rlimit rl;
+	l = getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1 << 30)
+		    ? 1 << 30
+		    : (long)rl.rlim_cur;
+	__atomic_store_n(&cached, l, __ATOMIC_RELAXED);
+	return l;
+}
+
+int shunt_fd_headroom(int fd)
+{
+	long used = fd + 1 + 2 * (long)__atomic_load_n(&shunt_naccel, __ATOMIC_RELAXED);
+	long left = nofile_limit(0) - used;
+	if (left < SHUNT_FD_MARGIN)
+		left = nofile_limit(1) - used; /* a limit raised since we asked */
+	return left > 1 << 30 ? 1 << 30 : (int)left;
 }
 
 int shunt_fd_own(int fd, int *owner)

@@ -74,4 +74,15 @@ int shunt_proc_fd(struct shunt_proc_fd *p, pid_t self, int (*make)(void *), void
 
 #endif /* SHUNT_NO_INTERPOSE */
 
+/* Fds an accelerated connection may still take without crowding the
+ * application out of its limit: below this headroom, new connections stay
+ * on TCP (fd-limit). */
+#define SHUNT_FD_MARGIN 64
+
+/* How many fds are left under RLIMIT_NOFILE with fd, a new socket of the
+ * application, open: its number stands for the application's fds (the
+ * kernel hands out the lowest free one), and each accelerated connection
+ * counts for the wake sockets it may bind. */
+int shunt_fd_headroom(int fd);
+
 #endif

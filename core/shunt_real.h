@@ -112,7 +112,17 @@
 	X(int, posix_spawnp,                                                             \
 	  (pid_t *pid, const char *f, const posix_spawn_file_actions_t *fa,             \
 	   const posix_spawnattr_t *at, char *const a[], char *const e[]),              \
-	  (pid, f, fa, at, a, e))
+	  (pid, f, fa, at, a, e))                                                        \
+	X(int, setuid, (uid_t u), (u))                                                   \
+	X(int, seteuid, (uid_t u), (u))                                                  \
+	X(int, setreuid, (uid_t r, uid_t e), (r, e))                                     \
+	X(int, setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s))                        \
+	X(int, setgid, (gid_t g), (g))                                                   \
+	X(int, setegid, (gid_t g), (g))                                                  \
+	X(int, setregid, (gid_t r, gid_t e), (r, e))                                     \
+	X(int, setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))                        \
+	X(int, setgroups, (size_t n, const gid_t *g), (n, g))                            \
+	X(int, initgroups, (const char *user, gid_t g), (user, g))
 
 struct shunt_real {
 #define SHUNT_REAL_PTR(ret, name, params, args) ret(*name) params;

@@ -30,7 +30,11 @@
 	X(PEER_DEMOTED, "peer-demoted") /* the peer moved the connection to TCP */ \
 	X(BIND_FAILED, "bind-failed") /* no local port to name the offer by */ \
 	X(NO_RDMA_ROUTE, "no-rdma-route") /* fabric_provider=auto and no RDMA  \
-					     device reaches the peer */
+					     device reaches the peer */        \
+	X(FD_LIMIT, "fd-limit")      /* the process is near its fd limit: shunt \
+					leaves the fds to the application */   \
+	X(SERVER_CRED, "server-cred") /* the server dropped privileges and     \
+					 cannot take this user's offers */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,

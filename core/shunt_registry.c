@@ -158,15 +158,18 @@ static int live(const char *rundir, const char *name, unsigned *uid)
 		return 0;
 	int ok;
 	struct stat st;
+	int have = fstat(fd, &st) == 0;
 	/* The listener created the entry: its owner is the listener's uid. */
-	if (uid && fstat(fd, &st) == 0)
+	if (uid && have)
 		*uid = (unsigned)st.st_uid;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		/* Nobody holds it: the listener is gone. */
 		unlink(path);
-		ok = 0;
+		ok = SHUNT_REG_NONE;
 	} else {
-		ok = errno == EWOULDBLOCK;
+		ok = errno != EWOULDBLOCK ? SHUNT_REG_NONE
+		     : have && st.st_size > 0 ? SHUNT_REG_REFUSES
+					       : SHUNT_REG_LIVE;
 	}
 	REAL(close)(fd);
 	return ok;
@@ -188,15 +191,19 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int cached_live(const uint8_t a[16], uint16_t port)
 {
-	int found = 0;
+	int found = SHUNT_REG_NONE;
 	pthread_mutex_lock(&reg_mu);
 	for (unsigned i = 0; i < REG_CACHE; i++) {
 		if (reg_cache[i].fd <= 0 || reg_cache[i].port != port ||
 		    memcmp(reg_cache[i].addr, a, 16))
 			continue;
+		struct stat st;
 		if (reg_cache[i].pid == shunt_pid() && flock(reg_cache[i].fd, LOCK_EX | LOCK_NB) < 0 &&
 		    errno == EWOULDBLOCK) {
-			found = 1;
+			/* A holder that dropped its privileges marks the entry
+			 * after we cached it: asked each time. */
+			found = fstat(reg_cache[i].fd, &st) == 0 && st.st_size > 0 ? SHUNT_REG_REFUSES
+										  : SHUNT_REG_LIVE;
 		} else {
 			if (reg_cache[i].pid == shunt_pid())
 				shunt_fd_release(reg_cache[i].fd);
@@ -234,19 +241,20 @@ int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst)
 	uint16_t port;
 	char name[SHUNT_REGNAME_MAX];
 	if (shunt_addr16(dst, a, &port) < 0)
-		return 0;
-	if (cached_live(a, port))
-		return 1;
+		return SHUNT_REG_NONE;
+	int r = cached_live(a, port);
+	if (r != SHUNT_REG_NONE)
+		return r;
 	entry_name(name, sizeof name, a, port);
-	if (!live(rundir, name, NULL)) {
+	if (!(r = live(rundir, name, NULL))) {
 		if (!shunt_addr16_loopback(a))
-			return 0;
+			return SHUNT_REG_NONE;
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
-		if (!live(rundir, name, NULL))
-			return 0;
+		if (!(r = live(rundir, name, NULL)))
+			return SHUNT_REG_NONE;
 	}
 	cache_live(rundir, name, a, port);
-	return 1;
+	return r;
 }
 
 int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid)
@@ -255,13 +263,37 @@ int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, un
 	uint16_t port;
 	char name[SHUNT_REGNAME_MAX];
 	if (shunt_addr16(dst, a, &port) < 0)
-		return 0;
+		return SHUNT_REG_NONE;
 	entry_name(name, sizeof name, a, port);
-	if (live(rundir, name, uid))
-		return 1;
+	int r = live(rundir, name, uid);
+	if (r != SHUNT_REG_NONE)
+		return r;
 	if (shunt_addr16_loopback(a)) {
 		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
 		return live(rundir, name, uid);
 	}
-	return 0;
+	return SHUNT_REG_NONE;
+}
+
+int shunt_registry_open_marks(const char *rundir, const struct shunt_registration *l, int *fds,
+			      int max)
+{
+	int n = 0;
+	for (int i = 0; i < l->nlocks && n < max; i++) {
+		char path[SHUNT_PATH_MAX];
+		if (entry_path(path, sizeof path, rundir, l->names[i]))
+			continue;
+		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	return n;
+}
+
+void shunt_registry_mark_refusing(int fd)
+{
+	/* A size of one byte is the mark: live() and the client's cache
+	 * see it with the fstat they make anyway. */
+	if (ftruncate(fd, 1) < 0)
+		return;
 }

@@ -37,11 +37,29 @@ void shunt_registry_reown(const char *rundir, struct shunt_registration *l);
 /* Release l's locks; entries no other process holds are removed. */
 void shunt_registry_remove(const char *rundir, struct shunt_registration *l);
 
-/* 1 when a live shunt listener is registered for dst, else 0. */
+/* What the registry says of a destination. */
+enum {
+	SHUNT_REG_NONE = 0,    /* no live shunt listener */
+	SHUNT_REG_LIVE = 1,    /* a live one, that takes offers */
+	SHUNT_REG_REFUSES = 2, /* a live one, some process of which changed
+				  its credentials and can no longer open
+				  offers in the rundir: offer none */
+};
+
+/* SHUNT_REG_* for dst. */
 int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst);
 /* The same, with *uid (may be NULL) the owner of the live entry: the uid
  * of the listening process (for shuntd, which files offers for it). */
 int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, unsigned *uid);
+
+/* Up to max descriptions of l's entries opened for writing into fds: taken
+ * while the process still has its privileges, for a mark after it dropped
+ * them.  Returns how many. */
+int shunt_registry_open_marks(const char *rundir, const struct shunt_registration *l, int *fds,
+			      int max);
+/* Mark an entry (through such a description): SHUNT_REG_REFUSES from now
+ * on, for as long as the entry lives. */
+void shunt_registry_mark_refusing(int fd);
 
 /* Inode of this process's network namespace (0 if unknown). */
 unsigned long shunt_netns(void);

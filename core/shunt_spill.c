@@ -25,6 +25,7 @@
 #include "shunt_log.h"
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
+#include "shunt_reserve.h"
 
 #define SPILL_MAGIC 0x50534853u /* "SHSP" */
 #define SPILL_DATA 64
@@ -253,7 +254,7 @@ struct shunt_conn *shunt_spill_new(struct shunt_conn *old, const struct iovec *v
 	if (mfd < 0)
 		goto out;
 	c->memfd = shunt_fd_own(mfd, &c->memfd);
-	if (ftruncate(c->memfd, (off_t)(SPILL_DATA + len)) < 0 ||
+	if (shunt_reserve(c->memfd, 0, (off_t)(SPILL_DATA + len)) < 0 ||
 	    map_file(c, SPILL_DATA + len) < 0)
 		goto out;
 	uint8_t *dst = (uint8_t *)c->h + SPILL_DATA;

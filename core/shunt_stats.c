@@ -17,6 +17,7 @@
 #include "shunt_log.h"
 #include "shunt_real.h"
 #include "shunt_ownfd.h"
+#include "shunt_reserve.h"
 #include "shunt_rundir.h"
 
 #define FILE_BYTES (sizeof(struct shunt_stats_file) + \
@@ -28,6 +29,35 @@ static int file_state; /* 0 not tried, 1 mapped, -1 unavailable */
 static struct shunt_stat_slot dummy;
 static int lock_fd = -1; /* holds the flock that says we are alive */
 static int busy;         /* a thread is creating the file */
+/* Slots whose pages are reserved (core/shunt_reserve.h): only those are
+ * touched, the rest of the file stays a hole until needed. */
+static unsigned reserved;
+#define RESERVE_FIRST 64u
+
+static size_t slots_end(unsigned n)
+{
+	return offsetof(struct shunt_stats_file, slots) + (size_t)n * sizeof(struct shunt_stat_slot);
+}
+
+/* At least n slots of the file reserved: 0, or -1 (the filesystem is
+ * full: no more slots, the counters of later connections are skipped). */
+static int reserve_slots(struct shunt_stats_file *f, unsigned n)
+{
+	if (n > SHUNT_STATS_SLOTS)
+		n = SHUNT_STATS_SLOTS;
+	unsigned have = __atomic_load_n(&reserved, __ATOMIC_ACQUIRE);
+	if (n <= have)
+		return 0;
+	if (shunt_reserve(lock_fd, 0, (off_t)slots_end(n)) < 0)
+		return -1;
+	while (have < n && !__atomic_compare_exchange_n(&reserved, &have, n, 1, __ATOMIC_ACQ_REL,
+							  __ATOMIC_ACQUIRE))
+		;
+	/* Readers (shunt stat, shuntd) read this many: never a hole. */
+	if (have < n)
+		__atomic_store_n(&f->nslots, n, __ATOMIC_RELEASE);
+	return 0;
+}
 
 static uint64_t realtime_ns(void)
 {
@@ -84,13 +114,20 @@ static struct shunt_stats_file *mine(void)
 		SHUNT_GUARD_ENTER();
 		unlink(path); /* left by a dead process with our pid */
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0 && ftruncate(fd, FILE_BYTES) == 0 && flock(fd, LOCK_SH) == 0)
+		/* The header and the first slots reserved before anything is
+		 * touched; a full filesystem means no counters, not SIGBUS. */
+		if (fd >= 0 && ftruncate(fd, FILE_BYTES) == 0 &&
+		    shunt_reserve(fd, 0, (off_t)slots_end(RESERVE_FIRST)) == 0 &&
+		    flock(fd, LOCK_SH) == 0)
 			f = mmap(NULL, FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		/* The lock lives as long as the fd: kept, above the low numbers. */
-		if (fd >= 0 && f == MAP_FAILED)
+		if (fd >= 0 && f == MAP_FAILED) {
 			REAL(close)(fd);
-		else if (fd >= 0)
+			unlink(path);
+		} else if (fd >= 0) {
 			shunt_fd_own(fd, &lock_fd);
+			__atomic_store_n(&reserved, RESERVE_FIRST, __ATOMIC_RELEASE);
+		}
 		if (f != MAP_FAILED)
 			sweep(rd);
 		SHUNT_GUARD_LEAVE();
@@ -101,7 +138,7 @@ static struct shunt_stats_file *mine(void)
 		f->uid = geteuid();
 		snprintf(f->prog, sizeof f->prog, "%s", shunt_prog());
 		f->start_ns = realtime_ns();
-		f->nslots = SHUNT_STATS_SLOTS;
+		f->nslots = RESERVE_FIRST; /* grown as slots are reserved */
 		f->slot_size = sizeof(struct shunt_stat_slot);
 		/* Last: readers take a free lock with a magic for a dead owner. */
 		__atomic_store_n(&f->magic, SHUNT_STATS_MAGIC, __ATOMIC_RELEASE);
@@ -137,7 +174,9 @@ static void slot_end(struct shunt_stat_slot *s)
 /* A free slot of f, marked used and open for changes (slot_begin). */
 static struct shunt_stat_slot *slot_alloc(struct shunt_stats_file *f)
 {
-	for (unsigned i = 0; i < f->nslots; i++) {
+	for (unsigned i = 0; i < SHUNT_STATS_SLOTS; i++) {
+		if (i >= __atomic_load_n(&reserved, __ATOMIC_ACQUIRE) && reserve_slots(f, 2 * i) < 0)
+			return NULL;
 		struct shunt_stat_slot *s = &f->slots[i];
 		uint32_t free_ = 0;
 		if (__atomic_load_n(&s->used, __ATOMIC_RELAXED) ||

@@ -14,8 +14,12 @@ SHUNT_EXPORT pid_t fork(void)
 {
 	shunt_before_fork();
 	pid_t pid = REAL(fork)();
+	int err = errno;
 	if (pid == 0)
 		shunt_after_fork_child();
+	else
+		shunt_after_fork_parent();
+	errno = err;
 	return pid;
 }
 

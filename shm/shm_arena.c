@@ -10,13 +10,22 @@
  *   <rundir>/o/a-<pid>-<n>   4, 16 or 64 slots of SHM_HDR_SIZE + 2 rings
  *
  * Only the process that created an arena (its owner) hands out its slots.
- * Each connection end, in whatever process, holds an open file description
- * of the arena with an OFD read lock on its slot's first byte.  The lock
- * lives while any process still has that description (a forked child
- * inherits it), and dies with the last of them, killed or not.  The owner
- * reuses a slot only when F_OFD_GETLK finds no lock on it: no end anywhere
- * can still touch the old connection.  The owner also holds flock(LOCK_SH)
- * on the arena for its life, so a sweeper knows when it is gone. */
+ * Each connection end holds an OFD read lock on its slot's first byte,
+ * taken through one open file description per process and arena (the
+ * owner's is the one it created the arena with): a connection costs no file
+ * descriptor of its own, and its lock dies with the last process holding
+ * that description, killed or not.  The owner reuses a slot only when
+ * F_OFD_GETLK finds no lock on it (locks of its own description it knows
+ * itself): no end anywhere can still touch the old connection.  The owner
+ * also holds flock(LOCK_SH) on the arena for its life, so a sweeper knows
+ * when it is gone.
+ *
+ * fork shares a process's descriptions with the child, and a lock with
+ * them: the parent could not tell the child's use of a slot from its own.
+ * So before a fork, each connection end takes a second lock on its slot
+ * through a description of its own, which only the child keeps (the parent
+ * closes its copy after the fork): each process then lets go of its own
+ * lock, and the slot stays taken while either uses it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,6 +39,7 @@
 
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
+#include "core/shunt_reserve.h"
 #include "shm_internal.h"
 
 /* A process's first arenas are small (most make a few connections); later
@@ -50,17 +60,19 @@ struct shm_arena {
 	uint64_t slot_size;
 	pid_t owner;        /* getpid() of the process that hands out slots,
 			       0 for a client's arena mapped by a server */
-	int fd;             /* owner: its flock and F_OFD_GETLK probe */
+	int fd;             /* owner: the description it made the arena with
+			       (its flock, its slot locks, its F_OFD_GETLK) */
+	int lfd;            /* this process's description for slot locks: the
+			       owner's fd, or one opened when mapping it */
+	pid_t lfd_pid;      /* who opened lfd (a forked child opens its own) */
 	unsigned users;     /* connection ends of this process using it */
-	/* Per slot, this process's locked-or-unlocked description, kept so
-	 * the next connection on the slot costs one fcntl, and who opened it:
-	 * a forked child leaves its parent's alone. */
-	int slotfd[SHM_ARENA_SLOTS];
-	pid_t slotpid[SHM_ARENA_SLOTS];
 	unsigned cursor;    /* owner: where the next free-slot search starts */
 	unsigned nslots;
 	uint64_t own_busy;  /* owner: slots an end in this process holds (no
 			       need to ask the kernel about those) */
+	uint64_t reserved;  /* owner: slots whose memory is reserved
+			       (core/shunt_reserve.h), so no end can take a
+			       SIGBUS from a full filesystem */
 	char name[48];      /* a-<pid>-<n> */
 };
 
@@ -84,45 +96,33 @@ static int slot_lock(int fd, uint64_t off, short type, int cmd)
 	return rc;
 }
 
-/* This end's hold on a slot: a description of its own, locked. */
-static int hold(const char *name, uint64_t off)
+static int open_arena(const char *name)
 {
 	char path[SHUNT_PATH_MAX];
 	if (arena_path(path, sizeof path, name))
 		return -1;
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -1;
-	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0) {
-		REAL(close)(fd);
-		return -1;
-	}
-	return shunt_fd_own(fd, NULL);
+	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 }
 
-/* hold(), through the slot's kept description when this process has one. */
-static int hold_kept(struct shm_arena *a, unsigned k, uint64_t off)
+/* This process's description of a, for slot locks (arena_mu held). */
+static int lock_fd(struct shm_arena *a)
 {
 	pid_t me = shunt_pid();
-	int fd = a->slotfd[k];
-	if (fd >= 0 && a->slotpid[k] == me && slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) == 0)
-		return fd;
-	fd = hold(a->name, off);
-	if (fd >= 0) {
-		/* A description left by a connection that was shared by fork
-		 * is closed by it; one inherited from a parent is the
-		 * parent's. */
-		a->slotfd[k] = fd;
-		a->slotpid[k] = me;
-	}
-	return fd;
+	if (a->lfd >= 0 && a->lfd_pid == me)
+		return a->lfd;
+	/* Inherited from a parent: its locks, not ours. */
+	int fd = open_arena(a->name);
+	if (fd < 0)
+		return -1;
+	a->lfd = shunt_fd_own(fd, NULL);
+	a->lfd_pid = me;
+	return a->lfd;
 }
 
 static void entry_init(struct shm_arena *a)
 {
 	memset(a, 0, sizeof *a);
-	for (unsigned k = 0; k < SHM_ARENA_SLOTS; k++)
-		a->slotfd[k] = -1;
+	a->fd = a->lfd = -1;
 }
 
 static struct shm_arena *arena_new_own(uint64_t slot_size)
@@ -158,7 +158,8 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 		unlink(path);
 		return NULL;
 	}
-	a->fd = shunt_fd_own(fd, NULL);
+	a->fd = a->lfd = shunt_fd_own(fd, NULL);
+	a->lfd_pid = shunt_pid();
 	a->dev = st.st_dev;
 	a->ino = st.st_ino;
 	a->base = m;
@@ -203,27 +204,25 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	int rc = -1;
 	pthread_mutex_lock(&arena_mu);
 	struct shm_arena *a = find_free(slot_size, &k);
+	if (a && !(a->reserved & (1ull << k))) {
+		/* Both ends will touch every page of the slot (a ring is used
+		 * round and round): all of it now, or no connection. */
+		if (shunt_reserve(a->fd, (off_t)((uint64_t)k * slot_size), (off_t)slot_size) == 0)
+			a->reserved |= 1ull << k;
+		else
+			a = NULL;
+	}
 	if (a) {
 		uint64_t off = (uint64_t)k * slot_size;
-		s->lockfd = hold_kept(a, k, off);
-		s->slot = k;
-		s->map = NULL;
-		s->map_len = 0;
-		if (s->lockfd >= 0) {
-			s->arena = a;
-			s->hdr = (struct shm_hdr *)(a->base + off);
-			s->len = slot_size;
+		int n = snprintf(target, tlen, "%s:%u:%llu", a->name, k, (unsigned long long)ring);
+		if (n > 0 && (size_t)n < tlen &&
+		    slot_lock(a->fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
+			*s = (struct shm_slot){.hdr = (struct shm_hdr *)(a->base + off),
+					       .len = slot_size, .lockfd = a->fd, .fork_fd = -1,
+					       .slot = k, .arena = a};
 			a->users++;
 			a->own_busy |= 1ull << k;
-			int n = snprintf(target, tlen, "%s:%u:%llu", a->name, k,
-					 (unsigned long long)ring);
-			rc = n < 0 || (size_t)n >= tlen ? -1 : 0;
-			if (rc < 0) {
-				a->users--;
-				a->own_busy &= ~(1ull << k);
-				slot_lock(s->lockfd, off, F_UNLCK, F_OFD_SETLK);
-				s->lockfd = -1;
-			}
+			rc = 0;
 		}
 	}
 	pthread_mutex_unlock(&arena_mu);
@@ -281,6 +280,8 @@ static struct shm_arena *entry_for_map(void)
 	return NULL;
 }
 
+/* Clients' arenas no end of ours uses, beyond keep: unmapped, and their
+ * description closed (which drops any lock a forked connection left). */
 static void unmap_idle_beyond(unsigned keep)
 {
 	unsigned idle = 0;
@@ -291,9 +292,9 @@ static void unmap_idle_beyond(unsigned keep)
 		if (++idle > keep) {
 			munmap(a->base, a->len);
 			a->base = NULL;
-			for (unsigned k = 0; k < SHM_ARENA_SLOTS; k++)
-				if (a->slotfd[k] >= 0 && a->slotpid[k] == shunt_pid())
-					shunt_fd_release(a->slotfd[k]);
+			if (a->lfd >= 0 && a->lfd_pid == shunt_pid())
+				shunt_fd_release(a->lfd);
+			a->lfd = -1;
 		}
 	}
 }
@@ -307,8 +308,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	if (parse_target(target, name, sizeof name, &k, &ring) < 0)
 		return -1;
 	uint64_t slot_size = SHM_HDR_SIZE + 2 * ring, off = (uint64_t)k * slot_size;
-	s->slot = k;
-	s->map = NULL;
+	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size};
 	/* The arena already mapped here (by name: a name is never reused
 	 * while its owner lives, and the sweeper removes it once the owner is
 	 * gone): one fcntl. */
@@ -324,22 +324,20 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		if (arena_path(path, sizeof path, name) || stat(path, &now) < 0 ||
 		    now.st_dev != a->dev || now.st_ino != a->ino)
 			break;
-		int kfd = a->slotfd[k];
-		if (kfd >= 0 && a->slotpid[k] == shunt_pid() &&
-		    slot_lock(kfd, off, F_RDLCK, F_OFD_SETLK) == 0) {
+		int fd = lock_fd(a);
+		if (fd >= 0 && slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
 			a->users++;
 			pthread_mutex_unlock(&arena_mu);
 			s->arena = a;
 			s->hdr = (struct shm_hdr *)(a->base + off);
-			s->len = slot_size;
-			s->lockfd = kfd;
+			s->lockfd = fd;
 			return 0;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&arena_mu);
 	*why = SHUNT_R_NO_PEER_SHIM;
-	int fd = hold(name, off);
+	int fd = open_arena(name);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -350,6 +348,9 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	if ((uint64_t)st.st_size < off + slot_size ||
 	    (uint64_t)st.st_size > (uint64_t)SHM_ARENA_SLOTS * (SHM_HDR_SIZE + 2ull * SHM_MAX_RING))
 		goto fail;
+	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0)
+		goto fail;
+	fd = shunt_fd_own(fd, NULL);
 	pthread_mutex_lock(&arena_mu);
 	struct shm_arena *a = lookup(st.st_dev, st.st_ino);
 	if (a && (a->len != (size_t)st.st_size || a->slot_size != slot_size)) {
@@ -366,14 +367,14 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		}
 		a = entry_for_map();
 		if (!a) {
-			/* No room to keep it: this connection's own mapping. */
+			/* No room to keep it: this connection's own mapping and
+			 * description. */
 			pthread_mutex_unlock(&arena_mu);
-			s->arena = NULL;
 			s->map = m;
 			s->map_len = (size_t)st.st_size;
 			s->hdr = (struct shm_hdr *)((uint8_t *)m + off);
-			s->len = slot_size;
 			s->lockfd = fd;
+			s->own_fd = 1;
 			return 0;
 		}
 		entry_init(a);
@@ -382,65 +383,115 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		a->base = m;
 		a->len = (size_t)st.st_size;
 		a->slot_size = slot_size;
-		a->fd = -1;
 		snprintf(a->name, sizeof a->name, "%s", name);
 	}
-	a->users++;
-	if (a->slotfd[k] < 0 || a->slotpid[k] != shunt_pid()) {
-		a->slotfd[k] = fd;
-		a->slotpid[k] = shunt_pid();
+	if (a->owner == shunt_pid()) {
+		/* A connection to ourselves: the owner's description holds
+		 * the client end's lock, and one description cannot see its
+		 * own locks, so this end keeps the one it opened. */
+		s->lockfd = fd;
+		s->own_fd = 1;
+	} else if (a->lfd < 0 || a->lfd_pid != shunt_pid()) {
+		/* This description (with the lock just taken) becomes the
+		 * process's for this arena. */
+		a->lfd = fd;
+		a->lfd_pid = shunt_pid();
+		s->lockfd = fd;
+	} else {
+		/* Already one: take the lock there, drop this one. */
+		if (slot_lock(a->lfd, off, F_RDLCK, F_OFD_SETLK) < 0) {
+			pthread_mutex_unlock(&arena_mu);
+			*why = SHUNT_R_RING_ALLOC;
+			goto fail;
+		}
+		shunt_fd_release(fd);
+		s->lockfd = a->lfd;
 	}
+	a->users++;
 	pthread_mutex_unlock(&arena_mu);
 	s->arena = a;
 	s->hdr = (struct shm_hdr *)(a->base + off);
-	s->len = slot_size;
-	s->lockfd = fd;
 	return 0;
 fail:
 	shunt_fd_release(fd);
 	return -1;
 }
 
-void shm_arena_release(struct shm_slot *s, int shared)
+int shm_arena_peer_holds(const struct shm_slot *s)
+{
+	if (s->lockfd < 0)
+		return 1; /* cannot tell: assume alive */
+	uint64_t off = (uint64_t)s->slot * s->len;
+	/* A write probe conflicts with any other description's read lock;
+	 * this end's own (the same description) is not reported. */
+	int r = slot_lock(s->lockfd, off, F_WRLCK, F_OFD_GETLK);
+	return r != 0; /* 1: held; -1 (cannot ask): assume alive */
+}
+
+int shm_arena_fork(struct shm_slot *s)
+{
+	if (s->fork_fd >= 0 || s->lockfd < 0)
+		return 0;
+	char name[48];
+	pthread_mutex_lock(&arena_mu);
+	if (s->arena)
+		snprintf(name, sizeof name, "%s", s->arena->name);
+	pthread_mutex_unlock(&arena_mu);
+	if (!s->arena)
+		return 0; /* its own description already (own_fd): shared as is */
+	int fd = open_arena(name);
+	if (fd < 0)
+		return -1;
+	if (slot_lock(fd, (uint64_t)s->slot * s->len, F_RDLCK, F_OFD_SETLK) < 0) {
+		REAL(close)(fd);
+		return -1;
+	}
+	s->fork_fd = shunt_fd_own(fd, NULL);
+	return 0;
+}
+
+void shm_arena_forked(struct shm_slot *s, int child)
+{
+	if (s->fork_fd < 0)
+		return;
+	if (child) {
+		/* The child's own lock: released with its end. */
+		s->lockfd = s->fork_fd;
+		s->own_fd = 1;
+	} else {
+		shunt_fd_release(s->fork_fd);
+	}
+	s->fork_fd = -1;
+}
+
+void shm_arena_release(struct shm_slot *s)
 {
 	if (s->lockfd < 0 && !s->hdr)
 		return;
-	int fd = s->lockfd, kept = 0;
+	uint64_t off = (uint64_t)s->slot * s->len;
+	if (s->lockfd >= 0)
+		slot_lock(s->lockfd, off, F_UNLCK, F_OFD_SETLK);
+	if (s->own_fd)
+		shunt_fd_release(s->lockfd);
+	if (s->fork_fd >= 0)
+		shunt_fd_release(s->fork_fd);
 	if (s->map) {
 		munmap(s->map, s->map_len);
 		s->map = NULL;
 	} else if (s->arena) {
 		pthread_mutex_lock(&arena_mu);
 		struct shm_arena *a = s->arena;
-		if (a->slotfd[s->slot] == fd && a->slotpid[s->slot] == shunt_pid()) {
-			/* Shared by fork: the other process holds the same
-			 * description, and its lock must outlive our use, so we
-			 * let go of the description rather than the lock. */
-			if (shared)
-				a->slotfd[s->slot] = -1;
-			else
-				kept = 1;
-		}
 		/* A forked child releasing what its parent mapped: the table is
 		 * its own copy, so the count is too. */
 		if (a->users)
 			a->users--;
-		if (a->owner == shunt_pid())
+		if (a->owner == shunt_pid() && !s->own_fd)
 			a->own_busy &= ~(1ull << s->slot);
-		if (kept) {
-			/* Last: once the lock is gone the owner may hand the
-			 * slot out. */
-			slot_lock(fd, (uint64_t)s->slot * a->slot_size, F_UNLCK, F_OFD_SETLK);
-		}
 		if (!a->owner && !a->users)
 			unmap_idle_beyond(SHM_ARENA_IDLE_MAX);
 		pthread_mutex_unlock(&arena_mu);
 	}
-	if (!kept)
-		shunt_fd_release(fd);
-	s->lockfd = -1;
-	s->hdr = NULL;
-	s->arena = NULL;
+	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1};
 }
 
 void shm_arena_exit(void)

@@ -47,6 +47,7 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ri
 		return NULL;
 	c->base.ops = &shm_conn_ops;
 	c->slot = *slot;
+	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
 	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
@@ -56,14 +57,25 @@ void shm_conn_free(struct shm_conn *c)
 {
 	shm_wake_release(c);
 	if (c->hdr)
-		shm_arena_release(&c->slot, c->forked);
+		shm_arena_release(&c->slot);
 	c->hdr = NULL;
 	shunt_conn_recycle(&pool, &c->base);
 }
 
 static void shm_fork(struct shunt_conn *base)
 {
-	((struct shm_conn *)base)->forked = 1;
+	struct shm_conn *c = (struct shm_conn *)base;
+	c->forked = 1;
+	SHUNT_GUARD_ENTER();
+	shm_arena_fork(&c->slot);
+	SHUNT_GUARD_LEAVE();
+}
+
+static void shm_forked(struct shunt_conn *base, int child)
+{
+	SHUNT_GUARD_ENTER();
+	shm_arena_forked(&((struct shm_conn *)base)->slot, child);
+	SHUNT_GUARD_LEAVE();
 }
 
 static void shm_close(struct shunt_conn *base)
@@ -114,6 +126,7 @@ const struct shunt_conn_ops shm_conn_ops = {
 	.free = shm_free,
 	.demote = shm_demote,
 	.fork = shm_fork,
+	.forked = shm_forked,
 	.recvmsg = shm_recvmsg,
 	.sendmsg = shm_sendmsg,
 	.shutdown = shm_shutdown,

@@ -26,6 +26,10 @@
 #include "core/shunt_wait.h"
 #include "shm_internal.h"
 
+/* A poll/epoll wait with no wake socket (none could be bound: out of fds)
+ * looks again this often instead of sleeping with no wakeup. */
+#define SHM_NOFD_POLL_MS 5
+
 static inline uint32_t state_of(struct shm_conn *c)
 {
 	return __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
@@ -184,9 +188,9 @@ static int peer_gone(struct shm_conn *c)
 	if (__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
 		return 1;
 	/* FIN without a close hint: the peer only shut down its side, or it
-	 * died (SIGKILL closes without running shunt).  Its pid tells. */
-	pid_t pid = c->hdr->pid[!c->side];
-	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+	 * died (SIGKILL closes without running shunt).  Its lock on the slot
+	 * tells, in whatever PID namespace it ran (a pid would not). */
+	return !shm_arena_peer_holds(&c->slot);
 }
 
 ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
@@ -329,15 +333,26 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 		__atomic_store_n(&c->hdr->wake_pending[c->side][SHM_WAKE_RX], 0, __ATOMIC_RELAXED);
 	if (events & (POLLOUT | POLLWRNORM))
 		__atomic_store_n(&c->hdr->wake_pending[c->side][SHM_WAKE_TX], 0, __ATOMIC_RELAXED);
+	/* Wake sockets are bound on first need: a connection that only ever
+	 * blocks in read/write (futex) spends no fd on them.  One that cannot
+	 * be bound (out of fds) makes the wait look again every few ms rather
+	 * than sleep with no wakeup. */
+	int nofd = 0;
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
+		int fd = shm_wake_fd(c, SHM_WAKE_RX);
 		__atomic_add_fetch(&c->rx.ctl->reader_fd, 1, __ATOMIC_RELAXED);
-		out[n++] = (struct pollfd){c->wake[SHM_WAKE_RX], POLLIN, 0};
+		if (fd >= 0)
+			out[n++] = (struct pollfd){fd, POLLIN, 0};
+		else
+			nofd = 1;
 	}
 	if (events & (POLLOUT | POLLWRNORM)) {
 		int fd = shm_wake_fd(c, SHM_WAKE_TX);
 		__atomic_add_fetch(&c->tx.ctl->writer_fd, 1, __ATOMIC_RELAXED);
 		if (fd >= 0)
 			out[n++] = (struct pollfd){fd, POLLIN, 0};
+		else
+			nofd = 1;
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/* Once EOF has been seen the socket stays readable: watching it would
@@ -352,6 +367,8 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	if (c->base.tcp_eof || __atomic_load_n(&c->rx.ctl->reader_fd, __ATOMIC_RELAXED) > 1 ||
 	    __atomic_load_n(&c->tx.ctl->writer_fd, __ATOMIC_RELAXED) > 1)
 		limit = limit < 0 || limit > 100 ? 100 : limit;
+	if (nofd)
+		limit = limit < 0 || limit > SHM_NOFD_POLL_MS ? SHM_NOFD_POLL_MS : limit;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
 		*timeout_ms = limit;
 	return n;

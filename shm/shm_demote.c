@@ -88,9 +88,10 @@ static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
 	/* The close flag is only a hint: it is also set when this very
 	 * process (a child about to exec) closes its copy of the other end
-	 * while the peer lives on elsewhere.  Only a dead wake socket, or the
-	 * FIN of the last close, says nobody is left to replay. */
-	int gone = !shm_peer_alive(c);
+	 * while the peer lives on elsewhere.  Only a slot the peer no longer
+	 * holds, or the FIN of the last close, says nobody is left to
+	 * replay. */
+	int gone = !shm_arena_peer_holds(&c->slot);
 	if (!gone && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE)) {
 		int t = shunt_tcp_peek(&c->base);
 		gone = t == 0 || t == -1;

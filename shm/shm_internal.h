@@ -14,7 +14,11 @@
 struct shm_slot {
 	struct shm_hdr *hdr;
 	uint64_t len;             /* SHM_HDR_SIZE + 2 rings */
-	int lockfd;               /* our locked description of the arena */
+	int lockfd;               /* the description our slot lock is on: the
+				     process's for the arena, or (own_fd) one
+				     of this end's own */
+	int own_fd;               /* lockfd is this end's: closed with it */
+	int fork_fd;              /* before a fork: the child's own lock */
 	unsigned slot;
 	struct shm_arena *arena;  /* the mapping it lives in, kept across
 				     connections; NULL with map set when it
@@ -29,9 +33,17 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 /* Server: hold the slot an offer's target names, mapped; its file checked
  * (owner, size).  -1 with *why when it cannot be. */
 int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *why);
-/* Let go of a slot (last: the lock, after which it may be reused).  shared:
- * the connection was shared with another process by fork. */
-void shm_arena_release(struct shm_slot *s, int shared);
+/* Let go of a slot (last: the lock, after which it may be reused). */
+void shm_arena_release(struct shm_slot *s);
+/* 1 when another end holds the slot's lock (the peer lives, in whatever
+ * process or PID namespace), 0 when nobody else does (it is gone). */
+int shm_arena_peer_holds(const struct shm_slot *s);
+/* Before a fork: a lock on the slot through a description of this end's
+ * own, for the child.  0, or -1 (the child then shares the parent's). */
+int shm_arena_fork(struct shm_slot *s);
+/* After the fork: the child takes that lock as its own, the parent drops
+ * its copy of the description. */
+void shm_arena_forked(struct shm_slot *s, int child);
 /* At exit: remove the names of the arenas this process owns. */
 void shm_arena_exit(void);
 /* 1 when a file owned by uid:gid may be trusted as an offer from a peer:
@@ -100,16 +112,12 @@ void shm_wake_peer(struct shm_conn *c);
 int shm_wake_sender(void);
 /* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
 int shm_wake_fd(struct shm_conn *c, int role);
-/* Our RX wake socket, bound now, and the peer's names for both roles. */
-int shm_wake_bind(struct shm_conn *c);
 /* The peer's names only (a refusal that wakes a client). */
 int shm_wake_bind_peer(struct shm_conn *c);
 /* Let go of c's wake sockets (kept for later connections when possible). */
 void shm_wake_release(struct shm_conn *c);
 /* At exit: remove the names of the sockets this process keeps. */
 void shm_wake_exit(void);
-/* 1 when a socket is bound at the peer's RX wake name (it is alive). */
-int shm_peer_alive(struct shm_conn *c);
 
 /* Remove what dead processes left in <rundir>/o (once per process). */
 void shm_sweep(void);

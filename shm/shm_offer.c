@@ -68,7 +68,11 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	struct shunt_tuple t;
 	char key[96], path[SHUNT_PATH_MAX];
 	struct shm_conn *c = NULL;
-	if (!shunt_registry_lookup(rd, dst))
+	int reg = shunt_registry_lookup(rd, dst);
+	if (reg == SHUNT_REG_NONE)
+		goto out;
+	why = SHUNT_R_SERVER_CRED;
+	if (reg == SHUNT_REG_REFUSES)
 		goto out;
 	shm_sweep();
 	why = SHUNT_R_BIND_FAILED;
@@ -98,13 +102,14 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
 	c = shm_conn_new(&slot, SHM_CLIENT, ring);
 	if (!c) {
-		shm_arena_release(&slot, 0);
+		shm_arena_release(&slot);
 		goto out;
 	}
 	snprintf(c->key, sizeof c->key, "%s", key);
 	/* The offer is a name for the slot, made last: whoever finds it
-	 * finds a complete header and a bound wake socket. */
-	if (shm_wake_bind(c) < 0 ||
+	 * finds a complete header.  (Wake sockets are bound only when a
+	 * poll/epoll wait needs one.) */
+	if (shm_wake_bind_peer(c) < 0 ||
 	    (symlink(target, path) < 0 &&
 	     (errno != EEXIST || unlink(path) < 0 || symlink(target, path) < 0))) {
 		/* (EEXIST: left by a connection with the same 4-tuple that
@@ -201,15 +206,15 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		goto refuse;
 	}
 	snprintf(c->key, sizeof c->key, "%s", key);
-	if (shm_wake_bind(c) < 0) {
+	if (shm_wake_bind_peer(c) < 0) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
 	}
-	/* The client's wake socket proves it is alive: an offer left by a
-	 * dead process, for a 4-tuple now reused, must not be taken. */
-	if (!shm_peer_alive(c)) {
+	/* The client's lock on its slot proves it is alive (in whatever PID
+	 * namespace): an offer left by a dead process, for a 4-tuple now
+	 * reused, must not be taken. */
+	if (!shm_arena_peer_holds(&c->slot)) {
 		unlink(path);
-		unlink(c->peer[SHM_WAKE_RX].sun_path);
 		why = SHUNT_R_NO_PEER_SHIM;
 		goto fail;
 	}
@@ -249,7 +254,7 @@ fail:
 	if (c)
 		shm_conn_free(c);
 	else
-		shm_arena_release(&slot, 0);
+		shm_arena_release(&slot);
 out:
 	SHUNT_GUARD_LEAVE();
 	return why;
@@ -282,7 +287,7 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 			if (shm_wake_bind_peer(&c) == 0)
 				shm_wake_peer(&c);
 		}
-		shm_arena_release(&slot, 0);
+		shm_arena_release(&slot);
 	}
 	SHUNT_GUARD_LEAVE();
 }

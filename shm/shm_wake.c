@@ -244,16 +244,6 @@ int shm_wake_bind_peer(struct shm_conn *c)
 	return 0;
 }
 
-/* Our RX wake socket now (the peer's first wakeups and the liveness probe
- * go there); the peer's addresses for both roles. */
-int shm_wake_bind(struct shm_conn *c)
-{
-	if (shm_wake_bind_peer(c) < 0)
-		return -1;
-	return bind_one(c, SHM_WAKE_RX);
-}
-
-
 /* Let go of c's wake sockets: kept for a later connection, or closed and
  * their names removed (after fork another process may still wait on
  * them: then only closed). */
@@ -287,19 +277,4 @@ void shm_wake_exit(void)
 		}
 	}
 	pthread_mutex_unlock(&wpool_mu);
-}
-
-/* 1 when a socket is bound at the peer's RX wake name.  connect() on a
- * datagram socket answers without sending: a datagram would wake the
- * peer for nothing. */
-int shm_peer_alive(struct shm_conn *c)
-{
-	static struct shunt_proc_fd probe = SHUNT_PROC_FD_INIT;
-	int fd = shunt_proc_fd(&probe, shunt_pid(), datagram_socket, NULL);
-	if (fd < 0)
-		return 1; /* cannot tell: the commit CAS still decides */
-	if (REAL(connect)(fd, (struct sockaddr *)&c->peer[SHM_WAKE_RX],
-			  c->peer_len[SHM_WAKE_RX]) == 0)
-		return 1;
-	return errno != ECONNREFUSED && errno != ENOENT;
 }

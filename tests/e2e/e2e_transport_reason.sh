@@ -5,7 +5,8 @@
 # transport built) or no-peer-shim; with both ends under shunt both ends
 # agree on the path.  Rules (role, program glob, address, port range, IPv6)
 # choose per connection, first match wins; SHUNT_OPTIONS overrides the file;
-# enable=no gives reason disabled; log=info prints only the startup line with
+# enable=no gives reason disabled; a client near its fd limit stays on
+# TCP with fd-limit; log=info prints only the startup line with
 # the version.  echo_client checks the data in every case.
 source "$(dirname "$0")/lib.sh"
 
@@ -139,6 +140,23 @@ unset SHUNT_ARGS
 check_logs
 assert_log_count "$(conn_re echo_server server kernel rule-kernel)" 2
 assert_log_count "$(conn_re echo_client client kernel rule-kernel)" 2
+
+phase fd-limit
+# A client whose open-file limit leaves no room for shunt's own descriptors
+# (rings, wake socket) keeps its connections on TCP, reason fd-limit, and
+# runs as it would without shunt.
+MODE=shunt bg server "$PROGS/echo_server" --host 127.0.0.1 --port 0 \
+	--port-file "$PDIR/port" --conns 2 --wait epoll
+spid=$BG_PID
+wait_file "$PDIR/port" "$spid"
+_prefix shunt
+prlimit --nofile=40:40 -- "${PFX[@]}" "$PROGS/echo_client" --host 127.0.0.1 --port "$(cat "$PDIR/port")" \
+	--conns 2 --bytes 300000 --wait poll >"$PDIR/client.out" 2>"$PDIR/client.err" || die "fd-limit: echo_client failed"
+wait_exit "$spid" 20 || die "fd-limit: echo_server failed"
+grep -q '^PASS' "$PDIR/client.out" || die "fd-limit: no PASS from echo_client"
+check_logs
+assert_log_count "$(conn_re echo_client client kernel fd-limit)" 2
+assert_log_count "$(conn_re echo_server server kernel no-peer-shim)" 2
 
 phase info-level
 SHUNT_LOGLEVEL=info
