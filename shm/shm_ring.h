@@ -44,17 +44,26 @@ struct shm_ring_ctl {
 				    was the last holder */
 	uint32_t data_seq;       /* futex word consumers sleep on: the producer
 				    moves it after new data or a new state */
-	uint32_t writer_sleep;   /* producers asleep on space_seq (count) */
-	uint32_t writer_fd;      /* producers armed on a wake socket (count) */
+	uint32_t wlock;          /* taken by every write (below) */
 	/* Consumer's line. */
 	uint64_t tail __attribute__((aligned(SHM_CACHELINE)));
 	uint32_t space_seq;      /* futex word producers sleep on: the consumer
 				    moves it after freeing space */
-	uint32_t reader_sleep;   /* consumers asleep on data_seq (count) */
+	uint32_t rlock;          /* taken by every read */
+	/* Sleepers' line.  Each side reads the other's counts after every
+	 * transfer, but they change only when a thread goes to sleep or
+	 * wakes: on a line of their own, those reads hit the cache while
+	 * nobody sleeps, instead of missing on the line the other side
+	 * writes with every head or tail. */
+	uint32_t reader_sleep __attribute__((aligned(SHM_CACHELINE)));
+				 /* consumers asleep on data_seq (count) */
 	uint32_t reader_fd;      /* consumers armed on a wake socket (count) */
-	/* Taken only while several threads or processes use one end. */
-	uint32_t wlock __attribute__((aligned(SHM_CACHELINE)));
-	uint32_t rlock;
+	uint32_t writer_sleep;   /* producers asleep on space_seq (count) */
+	uint32_t writer_fd;      /* producers armed on a wake socket (count) */
+	/* The locks (wlock, rlock) are taken by every transfer: a demotion
+	 * replays under them, and threads or processes may share one end.
+	 * Each sits on the line its side writes anyway, so an uncontended
+	 * lock costs no extra line transfer. */
 };
 
 /* One end's view of a ring: the shared control block and data area, plus a

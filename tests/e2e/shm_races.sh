@@ -197,11 +197,21 @@ reuseport_one() {
 	check_logs
 	# The client offered on every connection (the registry says a shunt
 	# listener is there); those that the plain server took moved to TCP.
+	# The shunt server may also be later than the short timeout (a
+	# loaded machine, a slow accept loop): such a connection moved to TCP
+	# too, with offer-timeout at both ends.  Either way the bytes were
+	# checked above.
+	local late on_shm
+	late=$(log_count "$(conn_re 'python3[^:]*' server kernel offer-timeout)")
+	on_shm=$(log_count "$(conn_re 'python3[^:]*' server shm '-')")
+	[[ $((on_shm + late)) -eq $a ]] ||
+		die "shunt server: $on_shm on shm + $late offer-timeout, expected $a connections: $(why_not shm 'python3[^:]*' server)"
+	[[ $on_shm -gt 0 ]] || die "no connection of the shunt listener stayed on shm"
+	[[ $late -eq 0 ]] || note "$late of the shunt listener's connections were later than offer_timeout_ms"
 	assert_log_count "$(conn_re echo_client client shm '-')" $conns
-	assert_conns shm 'python3[^:]*' server "$a"
-	assert_log_count "echo_client$(moved_re shm)" "$b"
+	assert_log_count "echo_client$(moved_re shm)" $((b + late))
 	assert_moves_explained shm
-	assert_log_count "$(close_re shm echo_client $bytes $bytes)" "$a"
+	assert_log_count "$(close_re shm echo_client $bytes $bytes)" "$on_shm"
 	assert_rundir_clean
 }
 t_reuseport() {
