@@ -1,9 +1,13 @@
 /* Rendezvous steps both transports take the same way (shunt_rendezvous.h). */
 #include "shunt_rendezvous.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shunt_clock.h"
 #include "shunt_conn.h"
@@ -85,6 +89,71 @@ static void set_port(struct sockaddr_storage *ss, in_port_t p)
 		((struct sockaddr_in6 *)ss)->sin6_port = p;
 }
 
+/* The ephemeral range, for choosing a port ourselves; {0, 0} when we
+ * should not (unreadable, or ports reserved out of it: bind(0) knows to
+ * skip those, a port we choose would not). */
+static void port_range(unsigned *lo, unsigned *hi)
+{
+	static unsigned r[2] = {1, 0}; /* {1, 0}: not read yet */
+	if (__atomic_load_n(&r[0], __ATOMIC_ACQUIRE) != 1 || __atomic_load_n(&r[1], __ATOMIC_ACQUIRE)) {
+		*lo = r[0];
+		*hi = r[1];
+		return;
+	}
+	unsigned a = 0, b = 0;
+	char buf[64];
+	int fd = open("/proc/sys/net/ipv4/ip_local_reserved_ports", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? REAL(read)(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		REAL(close)(fd);
+	if (n == 1 && buf[0] == '\n') {
+		fd = open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? REAL(read)(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			REAL(close)(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			if (sscanf(buf, "%u %u", &a, &b) != 2 || a < 1024 || b > 65535 || a + 64 > b)
+				a = b = 0;
+		}
+	}
+	__atomic_store_n(&r[1], b, __ATOMIC_RELEASE);
+	__atomic_store_n(&r[0], a, __ATOMIC_RELEASE);
+	*lo = a;
+	*hi = b;
+}
+
+/* Bind fd to src (port 0) on a free ephemeral port.  bind(port 0) searches
+ * from a random point, odd ports first, for a port no socket holds; the
+ * connections shunt offers leave their TIME_WAIT there, so under churn that
+ * search walks thousands of held ports (milliseconds per connect with 18k
+ * sockets in TIME_WAIT, measured).  A few random ports over the whole
+ * range, each one hash lookup, find a free one at once while a fair share
+ * is free; then the kernel's search as before. */
+#define PORT_TRIES 8
+static int bind_ephemeral(int fd, struct sockaddr_storage *src, socklen_t sl)
+{
+	unsigned lo, hi;
+	port_range(&lo, &hi);
+	if (hi) {
+		static __thread uint32_t x;
+		if (!x)
+			x = (uint32_t)getpid() * 2654435761u ^ (uint32_t)shunt_now_ms() ^ (uint32_t)(uintptr_t)&x;
+		for (int i = 0; i < PORT_TRIES; i++) {
+			x ^= x << 13;
+			x ^= x >> 17;
+			x ^= x << 5;
+			set_port(src, htons((in_port_t)(lo + x % (hi - lo + 1))));
+			if (REAL(bind)(fd, (struct sockaddr *)src, sl) == 0)
+				return 0;
+			if (errno != EADDRINUSE)
+				break;
+		}
+		set_port(src, 0);
+	}
+	return REAL(bind)(fd, (struct sockaddr *)src, sl);
+}
+
 int shunt_bind_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 		     struct sockaddr_storage *local, socklen_t *llen)
 {
@@ -98,14 +167,13 @@ int shunt_bind_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 		if (route_source(dst, dlen, &src, &sl) < 0 || src.ss_family != local->ss_family)
 			return -1;
 		if (!port) {
-			set_port(&src, 0);
 			/* bind() picks a port before the destination is known,
 			 * so ports in TIME_WAIT stay off limits where connect()
 			 * would reuse them: under heavy churn this fails first
 			 * (bind-failed) and the connection takes the kernel
 			 * path.  (SO_REUSEADDR would let bind pick a port whose
 			 * 4-tuple is still in TIME_WAIT: connect would fail.) */
-			if (REAL(bind)(fd, (struct sockaddr *)&src, sl) < 0)
+			if (bind_ephemeral(fd, &src, sl) < 0)
 				return -1;
 			*llen = sizeof *local;
 			return getsockname(fd, (struct sockaddr *)local, llen);
@@ -119,7 +187,7 @@ int shunt_bind_local(int fd, const struct sockaddr *dst, socklen_t dlen,
 		return 0;
 	}
 	if (!port) {
-		if (REAL(bind)(fd, (struct sockaddr *)local, *llen) < 0)
+		if (bind_ephemeral(fd, local, *llen) < 0)
 			return -1;
 		*llen = sizeof *local;
 		return getsockname(fd, (struct sockaddr *)local, llen);
