@@ -18,7 +18,8 @@
 #   many       1,000 concurrent connections, all on shm, data verified.
 #   churn      10,000 connections opened, used and closed in a loop: fds,
 #              mappings and RSS of both processes do not grow between the
-#              1,000th and the 10,000th, and the rundir is empty at the end
+#              1,000th and the 10,000th (but for at most two process-wide
+#              sockets made at first need), and the rundir is empty at the end
 #              (in a private network namespace when root).
 #   portchurn  (root) the ephemeral port range nearly full of TIME_WAIT:
 #              shunt clients still connect, on shm (bind-before-connect).
@@ -288,6 +289,12 @@ t_many() {
 }
 
 # ---------------------------------------------------------------- churn
+# fd_growth ERR: the fds conn_churn listed at its last report and not at
+# its first (it lists them on stderr at each report).
+fd_growth() {
+	awk '/^report at=/ { n++ } /^fd / { if (n == 1) a[$2 " " $4] = 1; else if (n > 1) b[$2 " " $4] = 1 }
+	     END { for (k in b) if (!(k in a)) printf "new fd %s; ", k }' "$1"
+}
 t_churn() {
 	local n=10000 f role ns=""
 	# In a private network namespace when root: its 20,000 TIME_WAIT
@@ -314,7 +321,12 @@ t_churn() {
 			read -r f2 r2 m2 < <(sed -n "s/^$f at=$n fds=\([0-9]*\) rss_kb=\([0-9]*\) maps=\([0-9]*\)$/\1 \2 \3/p" "$PDIR/$f.out")
 			[[ -n "$f1" && -n "$f2" ]] || die "$f printed no resource report ($MODE)"
 			note "$MODE $f: fds $f1 -> $f2, rss $r1 -> $r2 KiB, mappings $m1 -> $m2"
-			[[ $f2 -le $f1 ]] || die "$f ($MODE): open fds grew from $f1 to $f2 between connection 1000 and $n"
+			# A process-wide socket shunt makes on first need (the
+			# wake socket, bound when a wait first sleeps in poll)
+			# may come after connection 1000: at most two such, not
+			# one per connection (a leak here would be thousands).
+			[[ $f2 -le $((f1 + 2)) ]] || die "$f ($MODE): open fds grew from $f1 to $f2 between connection 1000 and $n: $(fd_growth "$PDIR/$f.err")"
+			[[ $f2 -le $f1 ]] || note "$f ($MODE): made later, once: $(fd_growth "$PDIR/$f.err")"
 			[[ $m2 -le $((m1 + 2)) ]] || die "$f ($MODE): mappings grew from $m1 to $m2 between connection 1000 and $n"
 			[[ $r2 -le $((r1 + 1024)) ]] || die "$f ($MODE): RSS grew from $r1 to $r2 KiB between connection 1000 and $n"
 		done

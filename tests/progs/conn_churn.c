@@ -46,9 +46,26 @@ static int count_fds(void)
 	struct dirent *e;
 	if (!d)
 		fail_errno("opendir /proc/self/fd");
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		n++;
+		/* What each fd is, on stderr: a count that grew says which. */
+		char p[300], t[256];
+		snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
+		ssize_t l = readlink(p, t, sizeof t - 1);
+		if (l > 0) {
+			t[l] = 0;
+			int dom = -1, type = -1;
+			socklen_t sl = sizeof dom;
+			if (!strncmp(t, "socket:", 7)) {
+				getsockopt(atoi(e->d_name), SOL_SOCKET, SO_DOMAIN, &dom, &sl);
+				sl = sizeof type;
+				getsockopt(atoi(e->d_name), SOL_SOCKET, SO_TYPE, &type, &sl);
+			}
+			fprintf(stderr, "fd %s -> %s(domain=%d,type=%d)\n", e->d_name, t, dom, type);
+		}
+	}
 	closedir(d);
 	return n - 1; /* the directory's own fd */
 }
@@ -84,6 +101,7 @@ static void maybe_report(long k)
 {
 	if (k != report[0] && k != report[1])
 		return;
+	fprintf(stderr, "report at=%ld\n", k);
 	printf("%s at=%ld fds=%d rss_kb=%ld maps=%d\n", role, k, count_fds(), status_kb("VmRSS"),
 	       count_maps());
 	fflush(stdout);
