@@ -47,6 +47,8 @@ static void lib_load(void)
 		*(void **)&lib.strerror = dlsym(h, "fi_strerror");
 		lib_ok = lib.getinfo && lib.freeinfo && lib.dupinfo && lib.fabric && lib.strerror;
 	}
+	if (lib_ok)
+		SHUNT_DEBUG("fabric: libfabric loaded");
 	if (!lib_ok) {
 		const char *e = dlerror();
 		SHUNT_INFO("fabric: %s unusable (%s): remote connections take TCP", FAB_LIB_NAME,

@@ -118,9 +118,18 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 	}
 	/* auto: verbs when the destination resolves over an RDMA device
 	 * (librdmacm, inside the verbs provider's getinfo); otherwise TCP
-	 * itself is the best software path there is. */
+	 * itself is the best software path there is.  A host with no verbs
+	 * device says so in sysfs (where libibverbs finds them): answered
+	 * once per process, before anything of libfabric is touched (even
+	 * fi_allocinfo() loads it), since loading it and initialising its
+	 * providers costs a short-lived client 100-300 ms. */
 	pthread_mutex_lock(&mu);
-	int absent = verbs_checked && verbs_absent;
+	int first = !verbs_checked;
+	if (first) {
+		verbs_checked = 1;
+		verbs_absent = !have_uverbs();
+	}
+	int absent = verbs_absent;
 	pthread_mutex_unlock(&mu);
 	if (absent)
 		return SHUNT_R_NO_RDMA_ROUTE;
@@ -128,26 +137,21 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 	struct fi_info *h = hints_for("verbs"), *info = NULL;
 	int rc = -1;
 	if (h) {
-		pthread_mutex_lock(&mu);
-		int first = !verbs_checked;
-		pthread_mutex_unlock(&mu);
 		if (first) {
-			/* No verbs device at all: one look per process.  No
-			 * uverbs device in sysfs (where libibverbs finds them)
-			 * answers without starting libfabric, whose providers
-			 * take ~100 ms to initialise. */
-			rc = have_uverbs() ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &info)
-					   : -FI_ENODATA;
-			pthread_mutex_lock(&mu);
-			verbs_checked = 1;
-			verbs_absent = rc != 0;
-			pthread_mutex_unlock(&mu);
+			/* A verbs device libfabric cannot use: one look. */
+			rc = fi_getinfo(FAB_API, NULL, NULL, 0, h, &info);
 			fi_freeinfo(info);
 			info = NULL;
+			if (rc != 0) {
+				pthread_mutex_lock(&mu);
+				verbs_absent = 1;
+				pthread_mutex_unlock(&mu);
+			}
 		}
-		if (!verbs_absent) {
+		if (!first || rc == 0) {
 			h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
 			h->dest_addr = malloc(len);
+			rc = -1;
 			if (h->dest_addr) {
 				memcpy(h->dest_addr, dst, len);
 				h->dest_addrlen = len;

@@ -16,7 +16,7 @@ PACKAGES=(
 	# end-to-end tests: real programs and the tools the scripts use
 	sockperf iperf3 redis-server redis-tools memcached nginx curl wrk
 	hyperfine valgrind python3 iproute2 procps psmisc binutils
-	coreutils util-linux findutils grep sed jq
+	coreutils util-linux findutils grep sed jq strace
 	# packaging and deployment tests (tests/deploy): cpack -G DEB, lintian,
 	# the manifests' YAML, install-into's RPATH.  Not kubernetes-client:
 	# Debian 12's kubectl (1.20, kustomize v2) cannot render kustomize

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# What a connection to another host costs before anything is accelerated:
+# libfabric's start-up, the agent, the per-connection system calls.  Two
+# "hosts" (network namespaces joined by veth, 198.18.0.0/15) as in
+# fab_e2e.sh.  Subtests (E2E_ONLY=... runs some):
+#   auto      default settings (fabric_provider=auto) on hosts without any
+#             RDMA device: a fresh process's connection to the other host
+#             takes the kernel path (no-rdma-route) at once; the process
+#             never maps libfabric, never binds before connecting, never
+#             contacts an agent (B's shuntd counts no client)
+source "$(dirname "$0")/lib_fabric.sh"
+
+# A client that connects once, checks the echo, and says whether libfabric
+# is mapped in it (python3: a real program, not one of ours).
+ONE_CONN='
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"ping")
+got = b""
+while len(got) < 4:
+    d = s.recv(4)
+    if not d:
+        sys.exit("eof")
+    got += d
+assert got == b"ping", got
+print("libfabric mapped:", sum("libfabric" in l for l in open("/proc/self/maps")))
+'
+
+# agent_clients A|B: how many clients that host's shuntd has accepted (TCP
+# and Unix), from its /metrics.
+agent_clients() {
+	local ns addr
+	[[ $1 == A ]] && ns=$NSA addr=$ADDR_A || ns=$NSB addr=$ADDR_B
+	ip netns exec "$ns" curl -s "http://$addr:7476/metrics" |
+		awk '/^shuntd_clients_total/ {n += $2} END {print n + 0}'
+}
+
+no_rdma() {
+	if compgen -G '/sys/class/infiniband_verbs/uverbs*' >/dev/null; then
+		note "SKIP: this host has an RDMA device: fabric_provider=auto may use it"
+		return 1
+	fi
+}
+
+t_auto() {
+	need python3 strace curl
+	no_rdma || return 0
+	fab_hosts
+	fab_phase auto shunt
+	SHUNT_ARGS=()
+	agent_on A
+	agent_on B
+	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 1
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	# One agent client: this very scrape.
+	assert_eq "$(agent_clients B)" 1 "B's agent clients before"
+	on_run A strace -f -qq -e trace=bind,connect -o "$PDIR/strace" \
+		python3 -c "$ONE_CONN" "$ADDR_B" "$(port_of)" >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+		die "the client failed: $(cat "$PDIR/client.err")"
+	wait_exit "$spid" 30 || die "echo_server failed"
+	assert_eq "$(cat "$PDIR/client.out")" "libfabric mapped: 0" "libfabric in the client"
+	check_logs
+	assert_kernel_conns python3 client 1 no-rdma-route
+	assert_log_lacks 'fabric: libfabric loaded'
+	# No bind before the connect, and no connect but the application's.
+	local binds conns
+	binds=$(grep -c 'bind(' "$PDIR/strace" || true)
+	conns=$(grep -E 'connect\(' "$PDIR/strace" | grep -vc "sin_port=htons($(port_of))" || true)
+	assert_eq "$binds" 0 "bind calls in the client"
+	assert_eq "$conns" 0 "connects other than the application's"
+	# The second scrape is the only other client B's agent ever had.
+	assert_eq "$(agent_clients B)" 2 "B's agent clients after"
+	note "default settings: kernel path (no-rdma-route) at once; no libfabric, no bind, no agent"
+}
+
+subtest auto t_auto
+finish_subtests
