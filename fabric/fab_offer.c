@@ -184,6 +184,14 @@ static int ring_ok(uint64_t r)
 	return r >= FAB_MIN_RING && r <= FAB_MAX_RING && (r & (r - 1)) == 0;
 }
 
+/* The reason a connection takes the kernel path after the agent's answer. */
+static enum shunt_reason rdv_reason(enum fab_rdv_result r)
+{
+	return r == FAB_RDV_NO_AGENT	   ? SHUNT_R_NO_AGENT
+	       : r == FAB_RDV_NO_LISTENER ? SHUNT_R_NO_PEER_SHIM
+					   : SHUNT_R_DECLINED;
+}
+
 static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t dlen)
 {
@@ -194,6 +202,12 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	enum shunt_reason why = fab_provider_for(dst, dlen, prov);
 	if (why != SHUNT_R_NONE)
 		return why;
+	/* A host known to have no agent (or to refuse us): nothing below can
+	 * lead anywhere, so nothing of it is done (no bind, no rings, no
+	 * endpoint): the connection costs what plain TCP costs. */
+	enum fab_rdv_result cached;
+	if (fab_rdv_host_cached(dst, &cached))
+		return rdv_reason(cached);
 	struct agent_offer o;
 	struct shunt_tuple t;
 	struct sockaddr_storage local;
@@ -235,9 +249,7 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 		fab_rdv_offer(dst, dlen, &o, (int)shunt_config()->agent_timeout_ms);
 	if (r != FAB_RDV_OK) {
 		fab_offer_del(c);
-		why = r == FAB_RDV_NO_AGENT	     ? SHUNT_R_NO_AGENT
-		      : r == FAB_RDV_NO_LISTENER ? SHUNT_R_NO_PEER_SHIM
-						 : SHUNT_R_DECLINED;
+		why = rdv_reason(r);
 		goto out;
 	}
 	shunt_offer_start(&c->base);

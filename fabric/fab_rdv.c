@@ -447,6 +447,13 @@ static enum fab_rdv_result exchange(const struct sockaddr *dst, socklen_t len,
 	return res;
 }
 
+int fab_rdv_host_cached(const struct sockaddr *dst, enum fab_rdv_result *r)
+{
+	uint8_t a16[16];
+	uint16_t port;
+	return shunt_addr16(dst, a16, &port) == 0 && cache_get(a16, shunt_now_ms(), r);
+}
+
 enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 				  const struct agent_offer *o, int timeout_ms)
 {

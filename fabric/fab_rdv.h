@@ -41,6 +41,11 @@ enum fab_rdv_result {
 enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 				  const struct agent_offer *o, int timeout_ms);
 
+/* What fab_rdv_offer() would answer for dst's host from its negative cache
+ * alone (no agent, or the agent refused us): 1 with *r, else 0.  No system
+ * call: a connection to a host known to have no agent costs a lookup. */
+int fab_rdv_host_cached(const struct sockaddr *dst, enum fab_rdv_result *r);
+
 /* Server side, in accept(): take (read and remove) the offer filed for the
  * accepted connection's tuple.  0 with *o filled and checked (bounds, tuple
  * equal to t), -1 when there is none or it is malformed. */

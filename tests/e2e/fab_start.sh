@@ -8,6 +8,10 @@
 #             takes the kernel path (no-rdma-route) at once; the process
 #             never maps libfabric, never binds before connecting, never
 #             contacts an agent (B's shuntd counts no client)
+#   noagent   fabric_provider=tcp, a plain server and no agent on its host:
+#             once the first connection found no agent there, the next ones
+#             do nothing of the fabric's (no bind of the application's
+#             socket), no-agent each
 source "$(dirname "$0")/lib_fabric.sh"
 
 # A client that connects once, checks the echo, and says whether libfabric
@@ -74,5 +78,32 @@ t_auto() {
 	note "default settings: kernel path (no-rdma-route) at once; no libfabric, no bind, no agent"
 }
 
+t_noagent() {
+	need strace
+	fab_hosts
+	fab_phase noagent shunt
+	SHUNT_ARGS=(--options "$FAB_OPTS")
+	agent_on A
+	MODE=plain
+	on_bg B server "$PROGS/conn_churn" server --host "$ADDR_B" --port-file "$PDIR/port" \
+		--conns 10 --mode loop
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	MODE=shunt
+	on_run A strace -f -qq -e trace=bind -o "$PDIR/strace" "$PROGS/conn_churn" client \
+		--host "$ADDR_B" --port "$(port_of)" --conns 10 --mode loop >"$PDIR/client.out" \
+		2>"$PDIR/client.err" || die "conn_churn client failed: $(tail -n 3 "$PDIR/client.err")"
+	wait_exit "$spid" 30 || die "conn_churn server failed"
+	check_logs
+	# The application's socket is fd 3 each time (libfabric's are moved
+	# up): bound by shunt only to name an offer.
+	local binds
+	binds=$(grep -c 'bind(3,' "$PDIR/strace" || true)
+	[[ $binds -le 1 ]] || die "the application's socket was bound $binds times for 10 connections to a host without agent"
+	assert_kernel_conns conn_churn client 10 no-agent
+	note "no agent on the server's host: 10 connections, no-agent, $binds bound to name an offer"
+}
+
 subtest auto t_auto
+subtest noagent t_noagent
 finish_subtests
