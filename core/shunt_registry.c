@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,65 @@ static void share_like_dir(int fd, const char *rundir)
 		fchmod(fd, 0660);
 }
 
+/* ---- the registry's generation -------------------------------------------
+ * A counter in shared memory (<rundir>/l/.generation, one page) that every
+ * registration bumps once its entry is made and locked.  A client that
+ * found no live listener for an address remembers the generation it read
+ * before it looked: while the counter has not moved, no listener can have
+ * registered anywhere in the rundir, so the next connection there skips
+ * the look (an open() per name, the only system call shunt would add to a
+ * plain connect to a host that does not run it).  The file is made by
+ * whichever process needs it first; anyone who can write in l/ may bump
+ * it (as the registry's entries, it is the rundir's users' and group's). */
+
+#define GEN_NAME ".generation"
+#define GEN_LEN 4096
+
+static uint64_t *gen_map;
+static int gen_state; /* 0 not tried, 1 being mapped, 2 mapped, -1 unusable */
+
+/* The counter, mapped on first use (made if it is not there): NULL when it
+ * cannot be had, and then lookups are never skipped. */
+static uint64_t *gen_get(const char *rundir)
+{
+	int st = __atomic_load_n(&gen_state, __ATOMIC_ACQUIRE);
+	if (st == 2)
+		return gen_map;
+	if (st != 0 || !__atomic_compare_exchange_n(&gen_state, &st, 1, 0, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE))
+		return NULL; /* unusable, or another thread is mapping it */
+	char path[SHUNT_PATH_MAX];
+	void *m = MAP_FAILED;
+	int fd = entry_path(path, sizeof path, rundir, GEN_NAME)
+			 ? -1
+			 : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+				SHUNT_FILE_MODE);
+	struct stat sb;
+	if (fd >= 0) {
+		share_like_dir(fd, rundir);
+		/* Space reserved before it is touched: a page of a full tmpfs
+		 * touched through a mapping is a SIGBUS. */
+		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    (sb.st_size >= GEN_LEN || posix_fallocate(fd, 0, GEN_LEN) == 0))
+			m = mmap(NULL, GEN_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		REAL(close)(fd);
+	}
+	if (m == MAP_FAILED) {
+		__atomic_store_n(&gen_state, -1, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	gen_map = m;
+	__atomic_store_n(&gen_state, 2, __ATOMIC_RELEASE);
+	return gen_map;
+}
+
+static void gen_bump(const char *rundir)
+{
+	uint64_t *g = gen_get(rundir);
+	if (g)
+		__atomic_add_fetch(g, 1, __ATOMIC_RELEASE);
+}
+
 /* Open (creating) and share-lock one entry.  Retries when a client removed
  * the file between our open and our lock, so a live listener never holds a
  * lock on an unlinked entry. */
@@ -67,8 +127,10 @@ static int hold(const char *rundir, const char *name, int *owner)
 		share_like_dir(fd, rundir);
 		struct stat a, b;
 		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 &&
-		    stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+		    stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+			gen_bump(rundir);
 			return shunt_fd_own(fd, owner);
+		}
 		REAL(close)(fd);
 	}
 	return -1;
@@ -235,6 +297,59 @@ static void cache_live(const char *rundir, const char *name, const uint8_t a[16]
 	pthread_mutex_unlock(&reg_mu);
 }
 
+/* Addresses found without a live listener, with the generation read before
+ * looking (direct-mapped; a one-byte lock held for a few loads, which a
+ * signal handler re-entering connect() skips rather than waits for). */
+#define REG_ABSENT 64
+static struct {
+	uint8_t addr[16];
+	uint16_t port;
+	uint64_t gen1; /* the generation + 1; 0: empty */
+} reg_absent[REG_ABSENT];
+static uint8_t absent_lock;
+
+static unsigned absent_slot(const uint8_t a[16], uint16_t port)
+{
+	uint32_t h = 2166136261u ^ port;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ a[i]) * 16777619u;
+	return (h ^ (h >> 13)) % REG_ABSENT;
+}
+
+static int absent_take(void)
+{
+	return !__atomic_exchange_n(&absent_lock, 1, __ATOMIC_ACQUIRE);
+}
+
+static void absent_give(void)
+{
+	__atomic_store_n(&absent_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* 1 when a..port was found absent at generation g (so it still is). */
+static int known_absent(const uint8_t a[16], uint16_t port, uint64_t g)
+{
+	unsigned i = absent_slot(a, port);
+	int hit = 0;
+	if (!absent_take())
+		return 0;
+	hit = reg_absent[i].gen1 == g + 1 && reg_absent[i].port == port &&
+	      !memcmp(reg_absent[i].addr, a, 16);
+	absent_give();
+	return hit;
+}
+
+static void note_absent(const uint8_t a[16], uint16_t port, uint64_t g)
+{
+	unsigned i = absent_slot(a, port);
+	if (!absent_take())
+		return;
+	memcpy(reg_absent[i].addr, a, 16);
+	reg_absent[i].port = port;
+	reg_absent[i].gen1 = g + 1;
+	absent_give();
+}
+
 int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst)
 {
 	uint8_t a[16];
@@ -245,14 +360,25 @@ int shunt_registry_lookup(const char *rundir, const struct sockaddr *dst)
 	int r = cached_live(a, port);
 	if (r != SHUNT_REG_NONE)
 		return r;
+	/* Read before looking: a registration after this read moves it.  Only
+	 * SHUNT_REG_NONE is remembered: a live entry, refusing or not, is
+	 * cached (and its mark re-read) by cache_live(). */
+	uint64_t *gp = gen_get(rundir);
+	uint64_t g = gp ? __atomic_load_n(gp, __ATOMIC_ACQUIRE) : 0;
+	if (gp && known_absent(a, port, g))
+		return SHUNT_REG_NONE;
 	entry_name(name, sizeof name, a, port);
-	if (!(r = live(rundir, name, NULL))) {
-		if (!shunt_addr16_loopback(a))
-			return SHUNT_REG_NONE;
-		entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
-		if (!(r = live(rundir, name, NULL)))
-			return SHUNT_REG_NONE;
+	if ((r = live(rundir, name, NULL)) == SHUNT_REG_NONE) {
+		if (shunt_addr16_loopback(a)) {
+			entry_name(name, sizeof name, (const uint8_t[16]){0}, port);
+			if ((r = live(rundir, name, NULL)) != SHUNT_REG_NONE)
+				goto found;
+		}
+		if (gp)
+			note_absent(a, port, g);
+		return SHUNT_REG_NONE;
 	}
+found:
 	cache_live(rundir, name, a, port);
 	return r;
 }

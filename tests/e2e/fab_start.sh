@@ -12,6 +12,11 @@
 #             once the first connection found no agent there, the next ones
 #             do nothing of the fabric's (no bind of the application's
 #             socket), no-agent each
+#   registry  a process that found no shunt listener at an address stops
+#             looking there (the registry's generation has not moved), yet
+#             finds one that registers later: a client connects twice to a
+#             plain server (kernel, no-peer-shim), the server is replaced by
+#             a shunt one on the same port, the next connection takes shm
 source "$(dirname "$0")/lib_fabric.sh"
 
 # A client that connects once, checks the echo, and says whether libfabric
@@ -104,6 +109,53 @@ t_noagent() {
 	note "no agent on the server's host: 10 connections, no-agent, $binds bound to name an offer"
 }
 
+t_registry() {
+	new_netns
+	local ns=$NETNS port
+	fab_phase registry shunt
+	RUNDIR=$RUN_A
+	SHUNT_ARGS=()
+	port=$(free_port)
+	MODE=plain
+	bg_in "$ns" plain "$PROGS/echo_server" --host 127.0.0.1 --port "$port" --conns 0
+	local plain=$BG_PID
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[[ -n $(ip netns exec "$ns" ss -Hltn "( sport = :$port )") ]] && break
+		sleep 0.05
+	done
+	MODE=shunt
+	rm -f "$PDIR/cin" "$PDIR/cout"
+	mkfifo -m 600 "$PDIR/cin" "$PDIR/cout"
+	exec 5<>"$PDIR/cin" 6<>"$PDIR/cout"
+	_prefix shunt "$E2E_BG_LIFETIME"
+	ip netns exec "$ns" "${PFX[@]}" "$PROGS/hold_echo" client --host 127.0.0.1 --port "$port" \
+		<"$PDIR/cin" >"$PDIR/cout" 2>"$PDIR/client.err" 5>&- 6>&- &
+	HOLD_C=$!
+	BG_PIDS+=("$HOLD_C")
+	hold_cmd C "open 1" '^done open$'
+	hold_cmd C "open 1" '^done open$'
+	stop "$plain"
+	# (Without the fifos: holding one, it would keep the client from EOF.)
+	{ bg_in "$ns" server "$PROGS/echo_server" --host 127.0.0.1 --port "$port" --conns 0 \
+		--port-file "$PDIR/port"; } 5>&- 6>&-
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	hold_cmd C "open 1" '^done open$'
+	exec 5>&-
+	wait_exit "$HOLD_C" 30 || die "hold_echo client failed: $(tail -n 3 "$PDIR/client.err")"
+	exec 6>&-
+	stop "$spid"
+	check_logs
+	log_lines "$(conn_re hold_echo client '[a-z]+' '[a-z-]*')" |
+		sed -n 's/.* \(transport=[a-z]* reason=[a-z-]*\)$/\1/p' >"$PDIR/decisions"
+	assert_eq "$(tr '\n' ' ' <"$PDIR/decisions")" \
+		"transport=kernel reason=no-peer-shim transport=kernel reason=no-peer-shim transport=shm reason=- " \
+		"the client's three connections"
+	note "no listener twice (looked up once), then a shunt listener on the same port: shm"
+}
+
 subtest auto t_auto
 subtest noagent t_noagent
+subtest registry t_registry
 finish_subtests
