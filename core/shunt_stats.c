@@ -220,9 +220,14 @@ struct shunt_stat_slot *shunt_stats_open(int fd, int role, int transport, int re
 	s->transport = (uint8_t)transport;
 	s->role = (uint8_t)role;
 	s->reason = (uint8_t)reason;
+	/* Not for the kernel path: a getsockname() per connection would be
+	 * the one system call shunt adds to a plain connect.  The reader
+	 * finds that address in /proc (shunt_stats_read.c). */
+	memset(s->local, 0, sizeof s->local);
+	s->lport = 0;
 	struct sockaddr_storage ls;
 	socklen_t ll = sizeof ls;
-	if (getsockname(fd, (struct sockaddr *)&ls, &ll) == 0)
+	if (transport != SHUNT_TP_KERNEL && getsockname(fd, (struct sockaddr *)&ls, &ll) == 0)
 		put_addr((struct sockaddr *)&ls, s->local, &s->lport);
 	put_addr(peer, s->peer, &s->pport);
 	s->opened_ns = realtime_ns();

@@ -182,6 +182,107 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- local addresses of kernel-path connections ---------------------------
+ * The library does not ask for them (shunt_stats.c): the kernel keeps them,
+ * in /proc/PID/net/tcp{,6}, found by the socket's inode from
+ * /proc/PID/fd/FD.  The fd may be another socket by now: the line must
+ * also have the slot's peer as its remote end. */
+
+/* The inode of PID's fd, if it is a socket: 0 otherwise. */
+static unsigned long sock_inode(int pid, int fd)
+{
+	char path[64], link[64];
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+	ssize_t n = readlink(path, link, sizeof link - 1);
+	unsigned long ino = 0;
+	if (n > 0) {
+		link[n] = 0;
+		if (sscanf(link, "socket:[%lu]", &ino) != 1)
+			ino = 0;
+	}
+	return ino;
+}
+
+/* "0100007F:1F90" (words as the kernel prints them: each 32-bit word of
+ * the address in host order) into a mapped address and a port. */
+static int parse_tcp_addr(const char *s, uint8_t a[16], uint16_t *port)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	size_t hex = strcspn(s, ":");
+	if (hex != 8 && hex != 32)
+		return -1;
+	memset(a, 0, 16);
+	if (hex == 8)
+		memcpy(a, mapped, sizeof mapped);
+	for (size_t w = 0; w < hex / 8; w++) {
+		char word[9];
+		memcpy(word, s + 8 * w, 8);
+		word[8] = 0;
+		uint32_t v = (uint32_t)strtoul(word, NULL, 16);
+		memcpy(a + (hex == 8 ? 12 : 4 * w), &v, 4);
+	}
+	*port = (uint16_t)strtoul(s + hex + 1, NULL, 16);
+	return 0;
+}
+
+struct want {
+	unsigned long ino;
+	struct shunt_stat_slot *s;
+};
+
+static int by_ino(const void *a, const void *b)
+{
+	unsigned long x = ((const struct want *)a)->ino, y = ((const struct want *)b)->ino;
+	return (x > y) - (x < y);
+}
+
+/* Fill in the local addresses of p's kernel-path connections from the
+ * kernel's tables, where they can be found: one pass over each table. */
+static void find_locals(struct shunt_proc_snap *p)
+{
+	struct want *w = NULL;
+	unsigned n = 0;
+	for (unsigned i = 0; i < p->nconns; i++) {
+		struct shunt_stat_slot *s = &p->conns[i].s;
+		if (s->lport || s->transport != SHUNT_TP_KERNEL)
+			continue;
+		unsigned long ino = sock_inode(p->hdr.pid, s->fd);
+		if (!ino)
+			continue;
+		if (!w && !(w = malloc(p->nconns * sizeof *w)))
+			return;
+		w[n++] = (struct want){ino, s};
+	}
+	if (!n)
+		return;
+	qsort(w, n, sizeof *w, by_ino);
+	for (int v6 = 0; v6 < 2; v6++) {
+		char path[64], line[512];
+		snprintf(path, sizeof path, "/proc/%d/net/tcp%s", p->hdr.pid, v6 ? "6" : "");
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof line, f)) {
+			char la[64], ra[64];
+			struct want key = {0, NULL}, *hit;
+			uint8_t l16[16], r16[16];
+			uint16_t lp, rp;
+			/* sl local rem st tx:rx tr:tm retrnsmt uid timeout inode */
+			if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", la, ra,
+				   &key.ino) != 3 ||
+			    !(hit = bsearch(&key, w, n, sizeof *w, by_ino)) ||
+			    parse_tcp_addr(la, l16, &lp) || parse_tcp_addr(ra, r16, &rp))
+				continue;
+			if (rp == hit->s->pport && !memcmp(r16, hit->s->peer, 16)) {
+				memcpy(hit->s->local, l16, 16);
+				hit->s->lport = lp;
+			}
+		}
+		fclose(f);
+	}
+	free(w);
+}
+
 /* Reads one mapped file into p (p->conns has room for nslots). */
 static int read_file(const struct shunt_stats_file *f, size_t size, struct shunt_proc_snap *p,
 		     size_t room)
@@ -204,6 +305,7 @@ static int read_file(const struct shunt_stats_file *f, size_t size, struct shunt
 			p->nconns++;
 		}
 	}
+	find_locals(p);
 	p->mono_ns = mono_ns();
 	return 0;
 }

@@ -8,6 +8,10 @@
 #             takes the kernel path (no-rdma-route) at once; the process
 #             never maps libfabric, never binds before connecting, never
 #             contacts an agent (B's shuntd counts no client)
+#   cost      20 and 60 connections in a loop (conn_churn) to a plain server
+#             on the other host, under strace -c: the system calls the 40
+#             more connections make under shunt, call by call, are exactly
+#             those they make without it (default settings)
 #   noagent   fabric_provider=tcp, a plain server and no agent on its host:
 #             once the first connection found no agent there, the next ones
 #             do nothing of the fabric's (no bind of the application's
@@ -83,6 +87,58 @@ t_auto() {
 	note "default settings: kernel path (no-rdma-route) at once; no libfabric, no bind, no agent"
 }
 
+# syscalls FILE: "name count" per line, from strace -c's table.
+syscalls() {
+	awk 'NF >= 5 && $1 ~ /^[0-9.]+$/ && $NF != "total" {print $NF, $4}' "$1" | sort
+}
+
+# churn_delta TAG N1 N2: runs conn_churn client N1 then N2 connections (one
+# process each, under strace -c: its main thread) to the server on B at
+# PORT; prints what the N2 - N1 more connections cost, call by call.
+churn_delta() {
+	local tag=$1 a=$2 b=$3 n run_a=$RUN_A
+	for n in "$a" "$b"; do
+		# A rundir of its own each: the same first-use work in both.
+		RUN_A=$run_a-$tag-$n
+		mkdir -m 700 "$RUN_A"
+		on_run A strace -c -o "$PDIR/$tag-$n.strace" "$PROGS/conn_churn" client \
+			--host "$ADDR_B" --port "$PORT" --conns "$n" --mode loop \
+			>"$PDIR/$tag-$n.out" 2>"$PDIR/$tag-$n.err" ||
+			die "conn_churn client $tag $n failed: $(tail -n 3 "$PDIR/$tag-$n.err")"
+		grep -q '^PASS conn_churn client' "$PDIR/$tag-$n.out" || die "no PASS from conn_churn ($tag $n)"
+		syscalls "$PDIR/$tag-$n.strace" >"$PDIR/$tag-$n.calls"
+	done
+	RUN_A=$run_a
+	join -a1 -a2 -e0 -o0,1.2,2.2 "$PDIR/$tag-$a.calls" "$PDIR/$tag-$b.calls" |
+		awk '$3 != $2 {printf "%s=%d ", $1, $3 - $2}'
+}
+
+t_cost() {
+	need strace
+	no_rdma || return 0
+	fab_hosts
+	fab_phase cost shunt
+	SHUNT_ARGS=()
+	MODE=plain
+	on_bg B server "$PROGS/conn_churn" server --host "$ADDR_B" --port-file "$PDIR/port" \
+		--conns 1000000 --mode loop
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	PORT=$(port_of)
+	local plain shunt
+	plain=$(churn_delta plain 20 60)
+	MODE=shunt
+	# At debug every connection is logged (a getsockname() and a write):
+	# measured as deployed.
+	SHUNT_LOGLEVEL=info
+	shunt=$(churn_delta shunt 20 60)
+	[[ $plain == *"connect=40 "* ]] || die "40 more plain connections made: $plain"
+	assert_eq "$shunt" "$plain" "system calls of 40 connections under shunt vs plain"
+	assert_log_count 'conn_churn: info: summary: connections shm=0 fabric=0 kernel=60 .* fallbacks no-rdma-route=60$' 1
+	stop "$spid"
+	note "40 connections to a remote plain server: $shunt under shunt, as plain"
+}
+
 t_noagent() {
 	need strace
 	fab_hosts
@@ -156,6 +212,7 @@ t_registry() {
 }
 
 subtest auto t_auto
+subtest cost t_cost
 subtest noagent t_noagent
 subtest registry t_registry
 finish_subtests
