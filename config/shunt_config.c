@@ -31,6 +31,7 @@
 #define DEF_AGENT_PORT 7476u
 #define DEF_OFFER_TIMEOUT_MS 500u
 #define MAX_OFFER_TIMEOUT_MS 60000u
+#define MAX_FABRIC_LOAD_WAIT_MS 60000u
 #define DEF_AGENT_CACHE_S 30u
 #define MAX_AGENT_CACHE_S 86400u
 #define DEF_AGENT_TIMEOUT_MS 250u
@@ -48,6 +49,7 @@ const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_SPIN_US] = { "spin_us", "SHUNT_SPIN_US", 0 },
 	[K_RING_SIZE] = { "ring_size", "SHUNT_RING_SIZE", 0 },
 	[K_FABRIC_PROVIDER] = { "fabric_provider", "SHUNT_FABRIC_PROVIDER", 0 },
+	[K_FABRIC_LOAD_WAIT_MS] = { "fabric_load_wait_ms", "SHUNT_FABRIC_LOAD_WAIT_MS", 0 },
 	[K_AGENT_PORT] = { "agent_port", "SHUNT_AGENT_PORT", 0 },
 	[K_DEFAULT_TRANSPORT] = { "default_transport",
 				  "SHUNT_DEFAULT_TRANSPORT", 0 },
@@ -217,6 +219,7 @@ int shunt_config_is_default(const struct shunt_config *c, int key)
 	case K_RING_SIZE: return c->ring_size == DEF_RING_SIZE;
 	case K_FABRIC_PROVIDER:
 		return !strncmp(c->fabric_provider, "auto", sizeof(c->fabric_provider));
+	case K_FABRIC_LOAD_WAIT_MS: return c->fabric_load_wait_ms == 0;
 	case K_AGENT_PORT: return c->agent_port == DEF_AGENT_PORT;
 	case K_DEFAULT_TRANSPORT: return c->default_transport == SHUNT_TP_AUTO;
 	case K_OFFER_TIMEOUT_MS: return c->offer_timeout_ms == DEF_OFFER_TIMEOUT_MS;
@@ -550,6 +553,14 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				    "bad value '%s' for %s (expected an integer 0..%u)",
 				    q, name, MAX_AGENT_CACHE_S);
 		c->agent_cache_s = (unsigned)x;
+		return 0;
+
+	case K_FABRIC_LOAD_WAIT_MS:
+		if (parse_u64(val, vn, MAX_FABRIC_LOAD_WAIT_MS, &x))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 0..%u)",
+				    q, name, MAX_FABRIC_LOAD_WAIT_MS);
+		c->fabric_load_wait_ms = (unsigned)x;
 		return 0;
 
 	case K_AGENT_TIMEOUT_MS:

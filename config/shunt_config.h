@@ -71,6 +71,10 @@ struct shunt_config {
 	unsigned spin_us;                     /* busy-poll budget before sleeping */
 	size_t ring_size;                     /* bytes per direction, power of two */
 	char fabric_provider[32];             /* "auto", "verbs", "tcp", ... */
+	unsigned fabric_load_wait_ms;         /* a connection waits this long
+						 for libfabric's start-up
+						 before it goes by TCP
+						 (provider-loading) */
 	uint16_t agent_port;                  /* shuntd TCP port */
 	enum shunt_transport default_transport; /* when no rule matches */
 	unsigned offer_timeout_ms;            /* client waits this long for the

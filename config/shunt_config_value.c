@@ -62,6 +62,7 @@ static int key_value(const struct shunt_config *c, int k, char *buf, size_t len)
 		p[sizeof(p) - 1] = '\0';
 		return text(buf, len, p);
 	}
+	case K_FABRIC_LOAD_WAIT_MS: return snprintf(buf, len, "%u", c->fabric_load_wait_ms);
 	case K_AGENT_PORT: return snprintf(buf, len, "%u", (unsigned)c->agent_port);
 	case K_DEFAULT_TRANSPORT:
 		return snprintf(buf, len, "%s", shunt_transport_name(c->default_transport));

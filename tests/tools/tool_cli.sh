@@ -49,6 +49,7 @@ want=$(printf '%s\n' \
 	"spin_us = 5 # $tmp/shunt.conf:2" \
 	"ring_size = 128k # SHUNT_RING_SIZE" \
 	"fabric_provider = auto # default" \
+	"fabric_load_wait_ms = 0 # default" \
 	"agent_port = 7476 # default" \
 	"default_transport = auto # default" \
 	"offer_timeout_ms = 500 # default" \

@@ -501,6 +501,17 @@ Test(settings, agent_cache_and_timeout)
 	BAD("agent_cache_s = -1", "bad value '-1' for agent_cache_s");
 }
 
+Test(settings, fabric_load_wait_ms)
+{
+	OK("");
+	cr_assert_eq(cfg.fabric_load_wait_ms, 0);
+	OK("fabric_load_wait_ms = 60000");
+	cr_assert_eq(cfg.fabric_load_wait_ms, 60000);
+	BAD_EQ("fabric_load_wait_ms = 60001",
+	       "t.conf:1: bad value '60001' for fabric_load_wait_ms (expected an integer 0..60000)");
+	BAD("fabric_load_wait_ms = -1", "bad value '-1' for fabric_load_wait_ms");
+}
+
 Test(describe, agent_keys_hide_the_secret)
 {
 	char buf[512];
@@ -1439,8 +1450,8 @@ Test(value, every_key_of_the_table)
 {
 	static const char *const want[] = {
 		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size",
-		"fabric_provider", "agent_port", "default_transport", "offer_timeout_ms",
-		"agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
+		"fabric_provider", "fabric_load_wait_ms", "agent_port", "default_transport",
+		"offer_timeout_ms", "agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
 	};
 	unsigned n = 0;
 	char buf[64];
