@@ -923,12 +923,16 @@ static int new_fd(int fd)
 
 SHUNT_EXPORT int epoll_create(int size)
 {
+	/* libfabric's (under the guard): close-on-exec from the start, see
+	 * shunt_sock.c. */
+	if (unlikely(shunt_guard))
+		return new_fd(REAL(epoll_create1)(EPOLL_CLOEXEC));
 	return new_fd(REAL(epoll_create)(size));
 }
 
 SHUNT_EXPORT int epoll_create1(int flags)
 {
-	return new_fd(REAL(epoll_create1)(flags));
+	return new_fd(REAL(epoll_create1)(flags | (unlikely(shunt_guard) ? EPOLL_CLOEXEC : 0)));
 }
 
 void shunt_epoll_forget(int fd)

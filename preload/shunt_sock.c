@@ -16,9 +16,14 @@ static int is_tcp(int domain, int type, int proto)
 	       (proto == 0 || proto == IPPROTO_TCP);
 }
 
+/* A dependency's fds (libfabric's, made under the guard) are close-on-exec
+ * from the start: libfabric may run on a thread of shunt's own while the
+ * application execs or spawns on another (fabric/fab_start.c). */
+#define GUARD_CLOEXEC (unlikely(shunt_guard) ? SOCK_CLOEXEC : 0)
+
 SHUNT_EXPORT int socket(int domain, int type, int proto)
 {
-	int fd = REAL(socket)(domain, type, proto);
+	int fd = REAL(socket)(domain, type | GUARD_CLOEXEC, proto);
 	if (fd < 0)
 		return fd;
 	/* libfabric's (made under the guard): protected from the
@@ -44,7 +49,7 @@ SHUNT_EXPORT int socket(int domain, int type, int proto)
 
 SHUNT_EXPORT int socketpair(int d, int t, int p, int sv[2])
 {
-	int rc = REAL(socketpair)(d, t, p, sv);
+	int rc = REAL(socketpair)(d, t | GUARD_CLOEXEC, p, sv);
 	if (rc == 0 && unlikely(shunt_guard)) {
 		sv[0] = shunt_fd_borrow(sv[0]); /* libfabric's signal pair */
 		sv[1] = shunt_fd_borrow(sv[1]);
@@ -117,7 +122,9 @@ static int accept_common(int lfd, struct sockaddr *sa, socklen_t *len, int flags
 {
 	struct shunt_fd *le = (sa && !len) ? NULL : tcp_entry(lfd, SHUNT_FD_LISTEN);
 	if (!le) {
-		int fd = four ? REAL(accept4)(lfd, sa, len, flags) : REAL(accept)(lfd, sa, len);
+		int fd = four || unlikely(shunt_guard)
+				 ? REAL(accept4)(lfd, sa, len, flags | GUARD_CLOEXEC)
+				 : REAL(accept)(lfd, sa, len);
 		if (unlikely(shunt_guard))
 			return shunt_fd_borrow(fd); /* a passive endpoint's */
 		if (fd >= 0)
