@@ -34,7 +34,9 @@
 	X(FD_LIMIT, "fd-limit")      /* the process is near its fd limit: shunt \
 					leaves the fds to the application */   \
 	X(SERVER_CRED, "server-cred") /* the server dropped privileges and     \
-					 cannot take this user's offers */
+					 cannot take this user's offers */     \
+	X(PROVIDER_LOADING, "provider-loading") /* libfabric was still starting \
+						   (in the background) */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,
