@@ -66,7 +66,9 @@ ip -n "$A" link set "$VA" up
 ip -n "$B" link set "$VB" up
 for h in a b; do
 	mkdir -m 700 "$shmdir/run-$h"
-	printf 'rundir = %s\nfabric_provider = %s\n' "$shmdir/run-$h" "$prov" >"$tmp/$h.conf"
+	# What is measured is the fabric path: a process's first connection
+	# waits for libfabric's start-up rather than go by TCP meanwhile.
+	printf 'rundir = %s\nfabric_provider = %s\nfabric_load_wait_ms = 30000\n' "$shmdir/run-$h" "$prov" >"$tmp/$h.conf"
 done
 ip netns exec "$A" "$shuntd" --config "$tmp/a.conf" 2>"$tmp/shuntd-a.log" &
 pids+=($!)

@@ -9,6 +9,7 @@
  *   fab_watch.c  the thread that moves connections the application is
  *                not looking at
  *   fab_lib.c    libfabric itself, loaded by the first connection needing it
+ *   fab_start.c  libfabric's start-up, on a thread of its own
  *   fab_rdv.c    the agent's client: offers, filed offers, relayed positions
  *   fab_wire.c   what the peer sees: CQ data, connection data */
 #ifndef FAB_INTERNAL_H
@@ -121,11 +122,22 @@ struct fab_conn {
 /* The connection ops of a fabric end (fab_conn.c). */
 extern const struct shunt_conn_ops fab_conn_ops;
 
+/* ---- fab_start.c: libfabric's start-up ------------------------------------- */
+
+#define FAB_WAIT_FOREVER (~0u)
+
+/* libfabric and the process's domain for provider prov, started on a
+ * thread of shunt's own by the first call: SHUNT_R_NONE once up,
+ * SHUNT_R_PROVIDER_LOADING while it is starting (after waiting up to
+ * wait_ms for it), SHUNT_R_PROVIDER_ERROR when it cannot start. */
+enum shunt_reason fab_start(const char *prov, unsigned wait_ms);
+
 /* ---- fab_prov.c ----------------------------------------------------------- */
 
-/* The provider configured for dst: 0 with name filled, or a reason. */
-enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len,
-				   char name[32]);
+/* The provider configured for dst: 0 with name filled, or a reason (the
+ * start-up waited for at most wait_ms when the choice needs libfabric). */
+enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32],
+				   unsigned wait_ms);
 /* The process's fabric and domain for provider name; NULL if unusable. */
 struct fid_domain *fab_domain(const char *prov, struct fid_fabric **fabric);
 /* The process's passive endpoint on source address src (listening, its

@@ -199,7 +199,8 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	if (shunt_sa_loopback(dst))
 		return SHUNT_R_NO_PEER_SHIM;
 	char prov[32];
-	enum shunt_reason why = fab_provider_for(dst, dlen, prov);
+	unsigned wait = shunt_config()->fabric_load_wait_ms;
+	enum shunt_reason why = fab_provider_for(dst, dlen, prov, wait);
 	if (why != SHUNT_R_NONE)
 		return why;
 	/* A host known to have no agent (or to refuse us): nothing below can
@@ -208,6 +209,11 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	enum fab_rdv_result cached;
 	if (fab_rdv_host_cached(dst, &cached))
 		return rdv_reason(cached);
+	/* libfabric not up yet: this one goes by TCP now rather than wait
+	 * for its start-up (fab_start.c), which goes on meanwhile. */
+	why = fab_start(prov, wait);
+	if (why != SHUNT_R_NONE)
+		return why;
 	struct agent_offer o;
 	struct shunt_tuple t;
 	struct sockaddr_storage local;
@@ -323,7 +329,10 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	    o.addrlen == 0)
 		goto refuse;
 	char prov[32];
-	why = fab_provider_for(peer, plen, prov);
+	why = fab_provider_for(peer, plen, prov, FAB_WAIT_FOREVER);
+	if (why != SHUNT_R_NONE)
+		goto refuse;
+	why = fab_start(prov, FAB_WAIT_FOREVER);
 	if (why != SHUNT_R_NONE)
 		goto refuse;
 	why = SHUNT_R_NO_TRANSPORT;

@@ -42,7 +42,9 @@ static struct fid_eq *pep_eq;     /* every passive endpoint reports here */
 static struct fab_pep peps[FAB_MAX_PEP];
 static int npep;
 static int thread_started;
-static int verbs_checked, verbs_absent;
+/* A verbs device: 0 not looked for yet, 1 none (or none libfabric can
+ * use), 2 one is there. */
+static int verbs_state;
 static uint64_t next_key = 1;
 static int mr_virt;             /* remote addresses are virtual */
 
@@ -109,7 +111,20 @@ static int have_uverbs(void)
 	return found;
 }
 
-enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32])
+/* 1 while a verbs device libfabric may use is thought to be there. */
+static int verbs_present(void)
+{
+	int v = __atomic_load_n(&verbs_state, __ATOMIC_RELAXED);
+	if (v == 0) {
+		/* (Two threads may both look: the same answer.) */
+		v = have_uverbs() ? 2 : 1;
+		__atomic_store_n(&verbs_state, v, __ATOMIC_RELAXED);
+	}
+	return v == 2;
+}
+
+enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32],
+				   unsigned wait_ms)
 {
 	const char *want = shunt_config()->fabric_provider;
 	if (strcmp(want, "auto") != 0) {
@@ -122,41 +137,27 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 	 * device says so in sysfs (where libibverbs finds them): answered
 	 * once per process, before anything of libfabric is touched (even
 	 * fi_allocinfo() loads it), since loading it and initialising its
-	 * providers costs a short-lived client 100-300 ms. */
-	pthread_mutex_lock(&mu);
-	int first = !verbs_checked;
-	if (first) {
-		verbs_checked = 1;
-		verbs_absent = !have_uverbs();
-	}
-	int absent = verbs_absent;
-	pthread_mutex_unlock(&mu);
-	if (absent)
+	 * providers costs 100-300 ms. */
+	if (!verbs_present())
 		return SHUNT_R_NO_RDMA_ROUTE;
+	enum shunt_reason why = fab_start("verbs", wait_ms);
+	if (why == SHUNT_R_PROVIDER_ERROR) {
+		/* A verbs device libfabric cannot use. */
+		__atomic_store_n(&verbs_state, 1, __ATOMIC_RELAXED);
+		return SHUNT_R_NO_RDMA_ROUTE;
+	}
+	if (why != SHUNT_R_NONE)
+		return why;
 	SHUNT_GUARD_ENTER();
 	struct fi_info *h = hints_for("verbs"), *info = NULL;
 	int rc = -1;
 	if (h) {
-		if (first) {
-			/* A verbs device libfabric cannot use: one look. */
+		h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
+		h->dest_addr = malloc(len);
+		if (h->dest_addr) {
+			memcpy(h->dest_addr, dst, len);
+			h->dest_addrlen = len;
 			rc = fi_getinfo(FAB_API, NULL, NULL, 0, h, &info);
-			fi_freeinfo(info);
-			info = NULL;
-			if (rc != 0) {
-				pthread_mutex_lock(&mu);
-				verbs_absent = 1;
-				pthread_mutex_unlock(&mu);
-			}
-		}
-		if (!first || rc == 0) {
-			h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
-			h->dest_addr = malloc(len);
-			rc = -1;
-			if (h->dest_addr) {
-				memcpy(h->dest_addr, dst, len);
-				h->dest_addrlen = len;
-				rc = fi_getinfo(FAB_API, NULL, NULL, 0, h, &info);
-			}
 		}
 		fi_freeinfo(h);
 		fi_freeinfo(info);
@@ -234,11 +235,11 @@ struct fid_fabric *fab_fabric(void)
 /* A listener that other hosts may reach starts libfabric here rather than
  * in its first accept(): loading and initialising it takes 100-300 ms, and
  * clients whose offers wait behind that first accept would give up on
- * them (offer_timeout_ms).  Done in the listen() call, not in a thread: a
- * prefork server forks right after listen(), and a child must not inherit
- * a half-done start (libfabric's and the loader's locks held by a thread
- * that is not there).  A listener on a loopback address only sees its own
- * host (shm); auto without any RDMA device needs no libfabric. */
+ * them (offer_timeout_ms).  listen() waits for the start-up to finish
+ * (fab_start.c runs it on its thread): a prefork server forks right after
+ * listen(), and its children should find libfabric up (a fork waits for a
+ * start-up under way anyway).  A listener on a loopback address only sees
+ * its own host (shm); auto without any RDMA device needs no libfabric. */
 void fab_on_listen(int fd)
 {
 	struct sockaddr_storage ss;
@@ -248,11 +249,10 @@ void fab_on_listen(int fd)
 	if (shunt_sa_loopback((struct sockaddr *)&ss))
 		return;
 	const char *want = shunt_config()->fabric_provider;
-	int autop = strcmp(want, "auto") == 0;
-	SHUNT_GUARD_ENTER();
-	if (!autop || have_uverbs())
-		fab_domain(autop ? "verbs" : want, NULL);
-	SHUNT_GUARD_LEAVE();
+	if (strcmp(want, "auto") != 0)
+		fab_start(want, FAB_WAIT_FOREVER);
+	else if (verbs_present())
+		fab_start("verbs", FAB_WAIT_FOREVER);
 }
 
 struct fid_domain *fab_domain_of_process(void)

@@ -144,9 +144,11 @@ static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v, int 
 	add(v, "--transport");
 	add(v, "%s", tp == BT_SHM ? "shm" : "fabric");
 	add(v, "--options");
-	/* across hosts, libfabric's tcp provider: it needs no RDMA device */
+	/* across hosts, libfabric's tcp provider: it needs no RDMA device;
+	 * a client's first connection waits for its start-up, since what is
+	 * measured is the fabric path */
 	add(v, "rundir=%s%s", rundir_of(b, tp, side),
-	    BENCH_CROSS(b, tp) ? ",fabric_provider=tcp" : "");
+	    BENCH_CROSS(b, tp) ? ",fabric_provider=tcp,fabric_load_wait_ms=30000" : "");
 	add(v, "--");
 }
 

@@ -489,7 +489,10 @@ def main():
             libs = [l.split()[-1] for l in maps.splitlines() if "libfabric.so" in l]
             check(libs and all(p.startswith("/opt/shunt/deps/") for p in libs),
                   f"redis-server (fabric_provider=tcp) has not loaded libfabric from the volume at listen(): {libs}")
-            sub("bench-c2", nc, "node2", "198.18.1.1", "fabric", with_options(job, "fabric_provider=tcp"))
+            # Every connection asserted on fabric: the first waits for
+            # libfabric's start-up rather than go by TCP meanwhile.
+            sub("bench-c2", nc, "node2", "198.18.1.1", "fabric",
+                with_options(job, "fabric_provider=tcp,fabric_load_wait_ms=30000"))
 
         subs = (("shm", lambda: sub("bench-b", nb, "node1", "198.18.0.1", "shm")),
                 ("remote", lambda: sub("bench-c", nc, "node2", "198.18.1.1", "kernel", reason="no-rdma-route")),

@@ -11,11 +11,20 @@
 #   cost      20 and 60 connections in a loop (conn_churn) to a plain server
 #             on the other host, under strace -c: the system calls the 40
 #             more connections make under shunt, call by call, are exactly
-#             those they make without it (default settings)
+#             those they make without it (default settings, and
+#             fabric_provider=tcp with no agent on the server's host)
 #   noagent   fabric_provider=tcp, a plain server and no agent on its host:
 #             once the first connection found no agent there, the next ones
 #             do nothing of the fabric's (no bind of the application's
 #             socket), no-agent each
+#   loading   fabric_provider=tcp, fabric_load_wait_ms=0 (the default): a
+#             process's first connection goes by TCP at once
+#             (provider-loading) while libfabric starts on its own thread;
+#             once it has started, the next one takes fabric, byte-exact
+#   forkexec  a python3 client whose first connection started libfabric
+#             forks at once (the fork waits for the start-up): the child's
+#             connection and the parent's next one take fabric; then it
+#             execs: the new image holds none of libfabric's fds
 #   registry  a process that found no shunt listener at an address stops
 #             looking there (the registry's generation has not moved), yet
 #             finds one that registers later: a client connects twice to a
@@ -135,8 +144,14 @@ t_cost() {
 	[[ $plain == *"connect=40 "* ]] || die "40 more plain connections made: $plain"
 	assert_eq "$shunt" "$plain" "system calls of 40 connections under shunt vs plain"
 	assert_log_count 'conn_churn: info: summary: connections shm=0 fabric=0 kernel=60 .* fallbacks no-rdma-route=60$' 1
+	# A provider named, no agent on B: once the first connection found
+	# none, the others cost a lookup in the negative cache.
+	SHUNT_ARGS=(--options "$FAB_OPTS")
+	shunt=$(churn_delta tcp 20 60)
+	assert_eq "$shunt" "$plain" "system calls of 40 connections under shunt (fabric_provider=tcp, no agent) vs plain"
+	assert_log_count 'conn_churn: info: summary: connections shm=0 fabric=0 kernel=60 .* fallbacks no-agent=60$' 1
 	stop "$spid"
-	note "40 connections to a remote plain server: $shunt under shunt, as plain"
+	note "40 connections to a remote plain server: $shunt under shunt (auto, and tcp without agent), as plain"
 }
 
 t_noagent() {
@@ -211,8 +226,106 @@ t_registry() {
 	note "no listener twice (looked up once), then a shunt listener on the same port: shm"
 }
 
+t_loading() {
+	fab_hosts
+	fab_phase loading shunt
+	SHUNT_ARGS=(--options "fabric_provider=tcp,offer_timeout_ms=3000")
+	agent_on A
+	agent_on B
+	hold_start
+	hold_cmd C "open 1" '^done open$'
+	local port
+	port=$(sed -n 's/^opened [0-9]* port=\([0-9]*\)$/\1/p' <<<"$HOLD_OUT")
+	assert_eq "$(hold_conn_line "$port")" "transport=kernel reason=provider-loading" "the first connection"
+	# The start-up ends on its own thread; then a connection takes fabric.
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[[ $(log_count 'hold_echo: debug: fabric: provider tcp started in [0-9]+ ms$') -eq 2 ]] && break
+		sleep 0.05
+	done
+	[[ $i -lt 200 ]] || die "libfabric did not start in 10 s: $(log_lines 'fabric: provider')"
+	hold_cmd C "open 1" '^done open$'
+	port=$(sed -n 's/^opened [0-9]* port=\([0-9]*\)$/\1/p' <<<"$HOLD_OUT")
+	assert_eq "$(hold_conn_line "$port")" "transport=fabric reason=-" "the connection after the start-up"
+	hold_cmd C "echo 300000" '^echoed '
+	hold_end
+	check_logs
+	assert_log_count "$(conn_re hold_echo server fabric -)" 1
+	assert_log_count "$(conn_re hold_echo server kernel no-peer-shim)" 1
+	assert_log_count "$(close_re fabric hold_echo 304096 304096)" 2
+	assert_log_lacks "$(moved_re fabric)"
+	note "first connection provider-loading (TCP at once), the next one on fabric, byte-exact"
+}
+
+FORK_EXEC='
+import os, socket, sys
+host, port, stage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def one(tag):
+    s = socket.create_connection((host, port))
+    data = (tag * 5000).encode()
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        d = s.recv(65536)
+        if not d:
+            sys.exit("eof")
+        got += d
+    assert got == data
+    s.close()
+    print("ok", tag, flush=True)
+if stage == "fork":
+    one("first")
+    pid = os.fork()
+    if pid == 0:
+        one("child")
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    assert st == 0, st
+    one("parent")
+    one("exec")
+    os.execv(sys.executable, [sys.executable, sys.argv[0], host, str(port), "after"])
+else:
+    fds = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink("/proc/self/fd/" + f))
+        except OSError:
+            pass
+    left = [x for x in fds if x.startswith(("socket:", "anon_inode:"))]
+    print("after exec:", len(left), "sockets or anon inodes", flush=True)
+'
+
+t_forkexec() {
+	need python3
+	fab_hosts
+	fab_phase forkexec shunt
+	SHUNT_ARGS=(--options "fabric_provider=tcp,offer_timeout_ms=3000")
+	agent_on A
+	agent_on B
+	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 0
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	echo "$FORK_EXEC" >"$PDIR/forkexec.py"
+	on_run A python3 "$PDIR/forkexec.py" "$ADDR_B" "$(port_of)" fork >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+		die "the client failed: $(tail -n 5 "$PDIR/client.err")"
+	assert_eq "$(tr '\n' ' ' <"$PDIR/client.out")" \
+		"ok first ok child ok parent ok exec after exec: 0 sockets or anon inodes " "the client's report"
+	stop "$spid"
+	check_logs
+	local first child parent
+	first=$(log_lines "$(conn_re python3 client '[a-z]+' '[a-z-]*')" | head -n 1)
+	[[ $first == *" transport=kernel reason=provider-loading" ]] || die "first connection: $first"
+	# The child (its own log file) and the parent after the fork: fabric.
+	child=$(grep -l "python3: debug: conn .* transport=fabric reason=-$" "$LOGDIR"/*.log | wc -l)
+	[[ $child -eq 2 ]] || die "fabric connections in $child processes, expected the child and the parent"
+	assert_log_count "$(conn_re python3 client fabric -)" 3
+	note "fork right after the first connection: child and parent on fabric; exec leaves no libfabric fd"
+}
+
 subtest auto t_auto
 subtest cost t_cost
 subtest noagent t_noagent
+subtest loading t_loading
+subtest forkexec t_forkexec
 subtest registry t_registry
 finish_subtests

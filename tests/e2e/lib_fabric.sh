@@ -20,8 +20,10 @@ ADDR_B=198.18.0.2
 # shunt run options of every shim in these tests.  The offer bound is
 # raised from its 500 ms default: these tests assert which transport each
 # connection took, and on a loaded machine a server that accepts three
-# connections in turn can take longer than that to connect back.
-FAB_OPTS="fabric_provider=tcp,offer_timeout_ms=3000"
+# connections in turn can take longer than that to connect back.  For the
+# same reason a process's first connection waits for libfabric's start-up
+# (by default it would go by TCP meanwhile: fab_start.sh tests that).
+FAB_OPTS="fabric_provider=tcp,offer_timeout_ms=3000,fabric_load_wait_ms=30000"
 
 # fab_hosts: two namespaces NSA, NSB joined by a veth pair.
 fab_hosts() {
