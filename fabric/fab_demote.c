@@ -182,7 +182,9 @@ static void relay_send(struct fab_conn *c)
 	c->relay_sent = 1;
 	struct agent_relay r = {.pos = c->rx_limit, .to_client = !c->client};
 	fab_tuple_to_wire(&r.tuple, &c->tuple);
-	memcpy(r.token, c->token, sizeof r.token);
+	/* The proof: a MAC under the connection's key, which only its two
+	 * ends hold (fab_wire.h). */
+	fab_relay_proof(c->key, &r, r.token);
 	int rc = fab_rdv_relay((const struct sockaddr *)&c->peer_sa, c->peer_salen, &r, 0);
 	SHUNT_DEBUG("fabric: fd=%d DEMOTE %llu relayed through the peer's agent: %s", c->base.fd,
 		    (unsigned long long)c->rx_limit, rc == 0 ? "filed" : "failed");
@@ -192,7 +194,7 @@ int fab_relay_check(struct fab_conn *c)
 {
 	uint64_t pos;
 	if (c->got_demote || !c->peer_salen ||
-	    fab_rdv_relay_take(shunt_rundir(), &c->tuple, c->client, c->token, &pos) < 0)
+	    fab_rdv_relay_take(shunt_rundir(), &c->tuple, c->client, c->key, &pos) < 0)
 		return 0;
 	SHUNT_DEBUG("fabric: fd=%d the peer's DEMOTE %llu came through the agents", c->base.fd,
 		    (unsigned long long)pos);

@@ -115,7 +115,10 @@ struct fab_conn {
 	struct sockaddr_storage peer_sa; /* the peer's address (its agent's host) */
 	socklen_t peer_salen;
 	int why;                  /* enum shunt_reason of the demotion */
-	uint8_t token[AGENT_TOKEN_LEN];
+	uint8_t key[FAB_KEY_LEN]; /* the connection's key (fab_wire.h): what
+				     its connection data and relayed positions
+				     are proved with */
+	uint8_t id[FAB_ID_LEN];   /* client: the id requests name its offer by */
 	struct fab_conn *next;    /* in the offer table */
 };
 
@@ -187,11 +190,13 @@ void fab_at_exit(void);
 
 /* ---- fab_offer.c: rendezvous ------------------------------------------------ */
 
-/* Offers waiting for their connect-back, by token. */
+/* Offers waiting for their connect-back, by id. */
 void fab_offer_add(struct fab_conn *c);
 void fab_offer_del(struct fab_conn *c);
-/* The passive thread: a request carrying token arrived; take it (1, the
- * connection's endpoint is then up) or refuse (0). */
+/* The passive thread: a connection request arrived (e, with len bytes of
+ * connection data); take it (1, the connection's endpoint is then up) or
+ * refuse it (0): it must name an offer of ours, be made with its key and
+ * come from the server's address. */
 int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
 /* Wait while the passive thread owns c (between its CAS and its answer). */
 void fab_wait_accepting(struct fab_conn *c);

@@ -11,9 +11,11 @@
  *                      -> real connect(); may write at once (staged)
  *   server accept():   fab_rdv_take() for the accepted 4-tuple
  *                      -> endpoint, fi_connect(client's passive endpoint,
- *                         token + our rx ring) and wait for FI_CONNECTED
- *   client thread:     token matches an OFFERED connection -> fi_accept
- *                      (our rx ring); anything else -> fi_reject
+ *                         the offer's id + our rx ring, with a MAC under
+ *                         the connection's key) and wait for FI_CONNECTED
+ *   client thread:     a request for an OFFERED connection, made with its
+ *                      key, from the server's address -> fi_accept (our rx
+ *                      ring, MAC'ed too); anything else -> fi_reject
  * Who decides: the client, by one CAS on its state when the request comes
  * (OFFERED -> ACCEPTING) or when it stops waiting (OFFERED -> DECLINED,
  * after offer_timeout_ms or when the socket speaks).  The server follows
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "agent/agent_hmac.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -52,16 +55,44 @@ void fab_offer_add(struct fab_conn *c)
 	pthread_mutex_unlock(&offers_mu);
 }
 
-static struct fab_conn *offer_find_locked(const uint8_t token[AGENT_TOKEN_LEN], int remove)
+/* 1 when the request came from the address the client connected to: the
+ * server's (its endpoint is bound there, see fab_accept).  Someone who
+ * learnt an offer's key could still not use it from elsewhere. */
+static int from_server(const struct fab_conn *c, const struct fi_info *info)
 {
+	uint8_t want[16], got[16];
+	uint16_t port;
+	if (!info || !info->dest_addr ||
+	    (info->addr_format != FI_SOCKADDR_IN && info->addr_format != FI_SOCKADDR_IN6 &&
+	     info->addr_format != FI_SOCKADDR))
+		return 0;
+	return shunt_addr16((const struct sockaddr *)&c->peer_sa, want, &port) == 0 &&
+	       shunt_addr16(info->dest_addr, got, &port) == 0 && !memcmp(want, got, 16);
+}
+
+/* The offer a request is for: it names its id, is made with its key, for
+ * its ring, from the server's address.  Taken out of the table only then,
+ * so a request that fails any of it (forged, replayed, a stranger's) leaves
+ * the offer to its server.  Ids and MACs are compared in constant time. */
+static struct fab_conn *offer_find_locked(const struct fab_cm_req *req, const struct fi_info *info,
+					  const char **why)
+{
+	struct fab_conn **hit = NULL;
 	for (struct fab_conn **p = &offers; *p; p = &(*p)->next)
-		if (memcmp((*p)->token, token, AGENT_TOKEN_LEN) == 0) {
-			struct fab_conn *c = *p;
-			if (remove)
-				*p = c->next;
-			return c;
-		}
-	return NULL;
+		if (!hmac_equal((*p)->id, req->id, FAB_ID_LEN))
+			hit = p;
+	*why = "no offer with that id";
+	if (!hit)
+		return NULL;
+	struct fab_conn *c = *hit;
+	*why = fab_cm_req_verify(req, c->key) ? "not made with the offer's key"
+	       : fab_cm_req_ring(req) != c->ring ? "another ring size"
+	       : !from_server(c, info)	      ? "not from the server's address"
+						      : NULL;
+	if (*why)
+		return NULL;
+	*hit = c->next;
+	return c;
 }
 
 void fab_offer_del(struct fab_conn *c)
@@ -116,18 +147,24 @@ static int wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t r
 int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 {
 	struct fab_cm_req req;
-	if (!d || fab_cm_req_parse(&req, e->data, len) < 0)
+	const char *why = "not our connection data";
+	if (!d || fab_cm_req_parse(&req, e->data, len) < 0) {
+		SHUNT_INFO("fabric: connection request refused: %s", why);
 		return 0;
+	}
 	pthread_mutex_lock(&offers_mu);
-	struct fab_conn *c = offer_find_locked(req.token, 1);
+	struct fab_conn *c = offer_find_locked(&req, e->info, &why);
 	int st = FAB_OFFERED;
-	int won = c && fab_cm_req_ring(&req) == c->ring &&
-		  __atomic_compare_exchange_n(&c->state, &st,
-					      req.decline ? FAB_DECLINED : FAB_ACCEPTING, 0,
-					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	int won = c && __atomic_compare_exchange_n(&c->state, &st,
+						   req.decline ? FAB_DECLINED : FAB_ACCEPTING, 0,
+						   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	if (won)
 		__atomic_add_fetch(&c->base.refs, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&offers_mu);
+	if (!c)
+		/* A server that gave up before we did sends one too: info,
+		 * not a warning. */
+		SHUNT_INFO("fabric: connection request refused: %s", why);
 	if (won && req.decline) {
 		/* The client replays over TCP at its next call: wake it. */
 		fab_kick(c, FAB_RX);
@@ -140,9 +177,10 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 	c->peer_key = req.rx_key;
 	struct fid_fabric *fab = fab_fabric();
 	struct fab_cm_rep rep;
-	fab_cm_rep_make(&rep, fab_ring_addr_rx(c), fi_mr_key(c->mr));
+	uint8_t raw[FAB_CM_REP_LEN];
+	fab_cm_rep_make(&rep, raw, c->key, &req, fab_ring_addr_rx(c), fi_mr_key(c->mr));
 	int rc = -1;
-	if (fab_conn_ep(c, d, fab, e->info) == 0 && fi_accept(c->ep, &rep, sizeof rep) == 0) {
+	if (fab_conn_ep(c, d, fab, e->info) == 0 && fi_accept(c->ep, raw, sizeof raw) == 0) {
 		rc = wait_connected(c->eq, 2000 + (int)shunt_config()->offer_timeout_ms, NULL, 0);
 		fab_lock(c);
 		if (rc == 0) {
@@ -240,9 +278,10 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	if (fab_conn_mem(c, d, ring) < 0)
 		goto out;
 	why = SHUNT_R_INTERNAL;
-	if (getrandom(c->token, sizeof c->token, 0) != sizeof c->token)
+	if (getrandom(o.token, sizeof o.token, 0) != sizeof o.token)
 		goto out;
-	memcpy(o.token, c->token, sizeof o.token);
+	memcpy(c->key, o.token, sizeof c->key);
+	fab_offer_id(c->key, c->id);
 	o.ring_size = ring;
 	c->tuple = t;
 	if (dlen <= sizeof c->peer_sa) {
@@ -281,26 +320,70 @@ static int take_offer(int fd, const struct sockaddr *peer, struct shunt_tuple *t
 	return fab_rdv_take(rd, t, o);
 }
 
-/* Tell a waiting client to go on over TCP now rather than at its timeout. */
-static void refuse(const struct agent_offer *o)
+/* Our endpoint's requests leave from the address the client connected to
+ * (the TCP connection's local address, fd's), whichever source the route to
+ * its passive endpoint would pick: the client takes requests from that
+ * address only (from_server).  0, or -1 when info cannot say so. */
+static int bind_to_local(struct fi_info *info, int fd)
+{
+	struct sockaddr_storage ss, out;
+	socklen_t sl = sizeof ss, ol;
+	uint8_t a[16];
+	uint16_t port;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    shunt_addr16((struct sockaddr *)&ss, a, &port) < 0)
+		return -1;
+	memset(&out, 0, sizeof out);
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (info->addr_format == FI_SOCKADDR_IN && !memcmp(a, mapped, sizeof mapped)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&out;
+		s4->sin_family = AF_INET;
+		memcpy(&s4->sin_addr, a + 12, 4);
+		ol = sizeof *s4;
+	} else if (info->addr_format == FI_SOCKADDR_IN6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out;
+		s6->sin6_family = AF_INET6;
+		memcpy(&s6->sin6_addr, a, 16);
+		ol = sizeof *s6;
+	} else {
+		return -1;
+	}
+	void *p = malloc(ol);
+	if (!p)
+		return -1;
+	memcpy(p, &out, ol);
+	free(info->src_addr);
+	info->src_addr = p;
+	info->src_addrlen = ol;
+	return 0;
+}
+
+/* Tell a waiting client to go on over TCP now rather than at its timeout
+ * (fd: the accepted connection). */
+static void refuse(int fd, const struct agent_offer *o)
 {
 	struct fid_fabric *fab;
 	struct fid_domain *d = fab_domain(o->provider, &fab);
 	struct fi_info *info = d ? fab_info_for_peer(o) : NULL;
+	if (info && bind_to_local(info, fd) < 0) {
+		fi_freeinfo(info);
+		info = NULL;
+	}
 	struct fid_eq *eq = NULL;
 	struct fid_ep *ep = NULL;
 	struct fid_cq *cq = NULL;
 	struct fi_eq_attr ea = {.size = 4, .wait_obj = FI_WAIT_UNSPEC};
 	struct fi_cq_attr ca = {.size = 4, .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
 	struct fab_cm_req req;
-	fab_cm_req_make(&req, o->token, o->ring_size, 0, 0, 1);
+	uint8_t raw[FAB_CM_REQ_LEN];
+	fab_cm_req_make(&req, raw, o->token, o->ring_size, 0, 0, 1);
 	/* (An endpoint enables only with its CQ bound, even one that never
 	 * carries anything.) */
 	int rc = -1;
 	if (info && fi_eq_open(fab, &ea, &eq, NULL) == 0 && fi_cq_open(d, &ca, &cq, NULL) == 0 &&
 	    fi_endpoint(d, info, &ep, NULL) == 0 && fi_ep_bind(ep, &eq->fid, 0) == 0 &&
 	    fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0 && fi_enable(ep) == 0 &&
-	    fi_connect(ep, o->addr, &req, sizeof req) == 0)
+	    fi_connect(ep, o->addr, raw, sizeof raw) == 0)
 		rc = wait_connected(eq, 200, NULL, 0);
 	SHUNT_DEBUG("fabric: offer refused (%s)", rc == 1 ? "client told" : "no answer");
 	if (ep)
@@ -341,7 +424,8 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	why = SHUNT_R_PROVIDER_ERROR;
 	struct fid_fabric *fab;
 	struct fid_domain *d = fab_domain(prov, &fab);
-	if (!d || !(info = fab_info_for_peer(&o)) || !(c = fab_conn_new(0)))
+	if (!d || !(info = fab_info_for_peer(&o)) || bind_to_local(info, fd) < 0 ||
+	    !(c = fab_conn_new(0)))
 		goto refuse;
 	why = SHUNT_R_RING_ALLOC;
 	if (fab_conn_mem(c, d, o.ring_size) < 0)
@@ -350,17 +434,18 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	if (fab_conn_ep(c, d, fab, info) < 0)
 		goto refuse;
 	struct fab_cm_req req;
-	fab_cm_req_make(&req, o.token, o.ring_size, fab_ring_addr_rx(c), fi_mr_key(c->mr), 0);
-	if (fi_connect(c->ep, o.addr, &req, sizeof req) != 0)
+	uint8_t raw[FAB_CM_REQ_LEN], repraw[FAB_CM_REP_LEN];
+	fab_cm_req_make(&req, raw, o.token, o.ring_size, fab_ring_addr_rx(c), fi_mr_key(c->mr), 0);
+	if (fi_connect(c->ep, o.addr, raw, sizeof raw) != 0)
 		goto out;
 	struct fab_cm_rep rep;
-	int rc = wait_connected(c->eq, (int)shunt_config()->offer_timeout_ms + 2000, &rep,
-				sizeof rep);
+	int rc = wait_connected(c->eq, (int)shunt_config()->offer_timeout_ms + 2000, repraw,
+				sizeof repraw);
 	if (rc == 1) {
 		why = SHUNT_R_OFFER_TIMEOUT; /* the client gave up: it is on TCP */
 		goto out;
 	}
-	if (rc < 0 || fab_cm_rep_check(&rep) < 0) {
+	if (rc < 0 || fab_cm_rep_check(&rep, repraw, sizeof repraw, o.token, &req) < 0) {
 		/* The client may have accepted: neither path is safe now. */
 		c->base.fd = fd;
 		fab_reset_tcp(c);
@@ -369,7 +454,7 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	}
 	c->peer_addr = rep.rx_addr;
 	c->peer_key = rep.rx_key;
-	memcpy(c->token, o.token, sizeof c->token);
+	memcpy(c->key, o.token, sizeof c->key);
 	c->tuple = t;
 	if (plen <= sizeof c->peer_sa) {
 		memcpy(&c->peer_sa, peer, plen);
@@ -382,7 +467,7 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	goto out;
 refuse:
 	if (why != SHUNT_R_BAD_OFFER || o.addrlen <= AGENT_ADDR_MAX)
-		refuse(&o);
+		refuse(fd, &o);
 out:
 	if (why != SHUNT_R_NONE && c)
 		fab_conn_release(c);
@@ -399,7 +484,7 @@ static void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	SHUNT_GUARD_ENTER();
 	if (take_offer(fd, peer, &t, &o) == 0 && o.addrlen <= AGENT_ADDR_MAX && o.addrlen &&
 	    !o.provider[31])
-		refuse(&o);
+		refuse(fd, &o);
 	SHUNT_GUARD_LEAVE();
 }
 

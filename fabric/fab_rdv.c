@@ -8,6 +8,7 @@
  * fixed table for agent_cache_s, so a plain network costs one probe per host
  * and the hot path neither allocates nor makes a system call. */
 #include "fab_rdv.h"
+#include "fab_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -593,23 +594,22 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 }
 
 int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int client,
-		       const uint8_t token[AGENT_TOKEN_LEN], uint64_t *pos)
+		       const uint8_t key[AGENT_TOKEN_LEN], uint64_t *pos)
 {
-	char key[32], path[SHUNT_PATH_MAX];
+	char name[32], path[SHUNT_PATH_MAX];
 	struct agent_msg m;
 	if (!rundir)
 		return -1;
-	shunt_tuple_key(t, key, sizeof key);
-	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_RELAY, "%s.%c", key,
+	shunt_tuple_key(t, name, sizeof name);
+	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_RELAY, "%s.%c", name,
 			      client ? 'c' : 's') < 0)
 		return -1;
 	SHUNT_GUARD_ENTER();
-	/* Only the connection's own token counts: anything else is left to
-	 * the agent's sweep. */
+	/* Only a position proved with the connection's key counts: anything
+	 * else is left to the agent's sweep. */
 	int rc = take_frame(path, 0, AGENT_RELAY, AGENT_HDR_LEN + AGENT_RELAY_LEN, &m);
 	if (rc == 0 && (!same_tuple(&m.u.relay.tuple, t) ||
-			m.u.relay.to_client != !!client ||
-			memcmp(m.u.relay.token, token, AGENT_TOKEN_LEN)))
+			m.u.relay.to_client != !!client || fab_relay_verify(key, &m.u.relay)))
 		rc = -1;
 	if (rc == 0) {
 		unlink(path);

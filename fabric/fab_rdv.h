@@ -57,10 +57,10 @@ int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_
 		  int timeout_ms);
 
 /* The position the peer relayed to this end (client: 1 for the client end)
- * of tuple t, if one was filed with the connection's token: 0 with *pos
- * (the file is removed), else -1. */
+ * of tuple t, if one was filed proved with the connection's key
+ * (fab_relay_proof): 0 with *pos (the file is removed), else -1. */
 int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int client,
-		       const uint8_t token[AGENT_TOKEN_LEN], uint64_t *pos);
+		       const uint8_t key[AGENT_TOKEN_LEN], uint64_t *pos);
 
 /* The agent protocol's form of a tuple, and back: the same four fields. */
 void fab_tuple_to_wire(struct agent_tuple *w, const struct shunt_tuple *t);

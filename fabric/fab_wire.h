@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "agent/agent_proto.h" /* AGENT_TOKEN_LEN: the offer's token */
+#include "agent/agent_proto.h" /* AGENT_TOKEN_LEN, struct agent_relay */
 
 #define FAB_MAGIC 0x53484642u /* "SHFB" */
-#define FAB_VERSION 1u
+#define FAB_VERSION 2u
 #define FAB_MIN_RING 4096u
 #define FAB_MAX_RING (1u << 28)
 
@@ -94,45 +94,79 @@ static inline uint64_t fab_tx_room(uint64_t ring, uint64_t head, uint64_t acked)
 	return ring - (head - acked);
 }
 
-/* fi_connect data, server -> client's passive endpoint, host byte order
- * (both ends run this code).  Fits the 56 bytes of private data an
- * InfiniBand CM request carries. */
+/* The connection data of fi_connect (server -> the client's passive
+ * endpoint) and fi_accept (client -> server), as bytes: integers big
+ * endian, every reserved byte zero.
+ *
+ * Both ends hold the connection's key (FAB_KEY_LEN bytes): the client the
+ * one it offered with, the accepting end the one its agent handed it with
+ * the offer.  Without an agent secret that is the offer's token, which
+ * travelled to the agent in the clear; with one, the agents derive it from
+ * the secret and the offer, and it never travels (fab_rdv.c).  Nothing
+ * that travels lets anyone make a request or an answer of their own: the
+ * request names the offer by an id the key hashes to, and carries a MAC
+ * of itself under the key; the answer a MAC of itself and of the request
+ * it answers.  A request a third party saw on the wire and sends again
+ * finds the offer taken (the client accepts one request per offer) and
+ * comes from an address that is not the server's. */
+#define FAB_KEY_LEN AGENT_TOKEN_LEN
+#define FAB_ID_LEN 16
+#define FAB_MAC_LEN 16
+#define FAB_CM_REQ_LEN 56 /* the private data an InfiniBand CM request carries */
+#define FAB_CM_REP_LEN 40
+
 struct fab_cm_req {
-	uint32_t magic;
-	uint8_t version;
 	uint8_t decline;     /* the accepting side took the kernel path */
-	uint8_t ring_log2;
-	uint8_t reserved;
-	uint8_t token[AGENT_TOKEN_LEN];
+	uint8_t ring_log2;   /* the offer's ring size */
+	uint8_t id[FAB_ID_LEN]; /* the offer's: fab_offer_id(key) */
 	uint64_t rx_addr;    /* server's rx ring, as the peer names it */
 	uint64_t rx_key;
+	uint8_t mac[FAB_MAC_LEN];
 };
-_Static_assert(sizeof(struct fab_cm_req) <= 56, "fits an InfiniBand CM request");
 
-/* fi_accept data, client -> server. */
 struct fab_cm_rep {
-	uint32_t magic;
-	uint32_t reserved;
-	uint64_t rx_addr;
+	uint64_t rx_addr;    /* client's rx ring */
 	uint64_t rx_key;
+	uint8_t mac[FAB_MAC_LEN];
 };
 
-/* The server's request for the offer of token (ring: the offer's ring
- * size), naming its rx ring; decline: it took the kernel path. */
-void fab_cm_req_make(struct fab_cm_req *r, const uint8_t token[AGENT_TOKEN_LEN],
-		     uint64_t ring, uint64_t rx_addr, uint64_t rx_key, int decline);
+/* The id a request names the offer of key by. */
+void fab_offer_id(const uint8_t key[FAB_KEY_LEN], uint8_t id[FAB_ID_LEN]);
+
+/* The server's request for the offer of key (ring: the offer's ring size),
+ * naming its rx ring; decline: it took the kernel path.  Fills r (its MAC
+ * too) and its bytes, out. */
+void fab_cm_req_make(struct fab_cm_req *r, uint8_t out[FAB_CM_REQ_LEN],
+		     const uint8_t key[FAB_KEY_LEN], uint64_t ring, uint64_t rx_addr,
+		     uint64_t rx_key, int decline);
 /* A request as it arrived (len bytes of connection data): 0 with *r when
- * it is ours (magic, version, a ring size that is a power of two), else -1. */
+ * it has our form (magic, version, reserved bytes zero, a ring size in
+ * bounds), else -1.  Its MAC is not checked: that needs the key of the
+ * offer it names. */
 int fab_cm_req_parse(struct fab_cm_req *r, const void *data, size_t len);
+/* 0 when r's MAC is right under key (constant time). */
+int fab_cm_req_verify(const struct fab_cm_req *r, const uint8_t key[FAB_KEY_LEN]);
 /* The ring size a request names. */
 static inline uint64_t fab_cm_req_ring(const struct fab_cm_req *r)
 {
 	return (uint64_t)1 << r->ring_log2;
 }
 
-/* The client's answer, naming its rx ring. */
-void fab_cm_rep_make(struct fab_cm_rep *r, uint64_t rx_addr, uint64_t rx_key);
-/* 0 when an answer that arrived is ours. */
-int fab_cm_rep_check(const struct fab_cm_rep *r);
+/* The client's answer to request req (made under key), naming its rx ring:
+ * r and its bytes, out. */
+void fab_cm_rep_make(struct fab_cm_rep *r, uint8_t out[FAB_CM_REP_LEN],
+		     const uint8_t key[FAB_KEY_LEN], const struct fab_cm_req *req,
+		     uint64_t rx_addr, uint64_t rx_key);
+/* An answer as it arrived, to our request req: 0 with *r when it has our
+ * form and its MAC is right under key, else -1. */
+int fab_cm_rep_check(struct fab_cm_rep *r, const void *data, size_t len,
+		     const uint8_t key[FAB_KEY_LEN], const struct fab_cm_req *req);
+
+/* The proof a relayed DEMOTE position carries (agent_relay.token): a MAC of
+ * the relay's fields under the connection's key. */
+void fab_relay_proof(const uint8_t key[FAB_KEY_LEN], const struct agent_relay *r,
+		     uint8_t proof[AGENT_TOKEN_LEN]);
+/* 0 when relay r carries the right proof under key (constant time). */
+int fab_relay_verify(const uint8_t key[FAB_KEY_LEN], const struct agent_relay *r);
 
 #endif

@@ -14,6 +14,7 @@
 #include "core/shunt_rundir_layout.h"
 #include "core/shunt_transport.h"
 #include "fabric/fab_rdv.h"
+#include "fabric/fab_wire.h"
 
 /* No transport decides connections in this program. */
 const struct shunt_transport_ops *const shunt_transports[] = {NULL};
@@ -120,24 +121,29 @@ Test(fab_rendezvous, a_truncated_or_foreign_frame_is_not_an_offer)
 	unlink(path);
 }
 
-Test(fab_rendezvous, a_relayed_position_needs_the_connections_token)
+Test(fab_rendezvous, a_relayed_position_needs_the_connections_key)
 {
 	struct shunt_tuple t = tuple(40005);
 	struct agent_msg m = {.type = AGENT_RELAY};
+	const uint8_t *key = (const uint8_t *)"key-of-sixteen-b";
 	fab_tuple_to_wire(&m.u.relay.tuple, &t);
-	memcpy(m.u.relay.token, "token-of-sixteen", AGENT_TOKEN_LEN);
 	m.u.relay.pos = 123456789;
 	m.u.relay.to_client = 1;
+	/* The key itself as the proof, as a peer that knew it might send. */
+	memcpy(m.u.relay.token, key, AGENT_TOKEN_LEN);
 	char path[SHUNT_PATH_MAX];
 	file_frame(SHUNT_ROOM_RELAY, &t, ".c", &m, path, sizeof path);
 	uint64_t pos = 0;
-	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 1, (const uint8_t *)"someone-elses-tk", &pos),
+	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 1, key, &pos), -1, "the key is not the proof");
+	cr_assert_eq(access(path, F_OK), 0, "left for the agent's sweep");
+	fab_relay_proof(key, &m.u.relay, m.u.relay.token);
+	file_frame(SHUNT_ROOM_RELAY, &t, ".c", &m, path, sizeof path);
+	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 1, (const uint8_t *)"someone-elses-ky", &pos),
 		     -1);
 	cr_assert_eq(access(path, F_OK), 0, "left for the agent's sweep");
-	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 0, (const uint8_t *)"token-of-sixteen", &pos),
-		     -1, "the server end's name is another file");
-	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 1, (const uint8_t *)"token-of-sixteen", &pos),
-		     0);
+	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 0, key, &pos), -1,
+		     "the server end's name is another file");
+	cr_assert_eq(fab_rdv_relay_take(rundir(), &t, 1, key, &pos), 0);
 	cr_assert_eq(pos, 123456789);
 	cr_assert_eq(access(path, F_OK), -1, "taken");
 }

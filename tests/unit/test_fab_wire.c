@@ -58,44 +58,110 @@ Test(fab_wire, credits_every_eighth_and_room_until_covered)
 	cr_assert_eq(fab_tx_room(65536, 70000 + 100, 70000), 65436);
 }
 
+static void a_key(uint8_t key[FAB_KEY_LEN], unsigned seed)
+{
+	for (unsigned i = 0; i < FAB_KEY_LEN; i++)
+		key[i] = (uint8_t)(i * 7 + seed);
+}
+
 Test(fab_wire, connection_data_both_ways)
 {
-	uint8_t token[AGENT_TOKEN_LEN];
-	for (unsigned i = 0; i < sizeof token; i++)
-		token[i] = (uint8_t)(i * 7 + 1);
+	uint8_t key[FAB_KEY_LEN], id[FAB_ID_LEN];
+	a_key(key, 1);
+	fab_offer_id(key, id);
 	const uint64_t rings[] = {FAB_MIN_RING, 65536, 1u << 20, FAB_MAX_RING};
 	for (unsigned i = 0; i < 4; i++) {
 		struct fab_cm_req r, back;
-		fab_cm_req_make(&r, token, rings[i], 0x1234, 0x5678, i & 1);
-		cr_assert_eq(fab_cm_req_parse(&back, &r, sizeof r), 0);
+		uint8_t raw[FAB_CM_REQ_LEN];
+		fab_cm_req_make(&r, raw, key, rings[i], 0x1234, 0x5678, i & 1);
+		cr_assert_eq(fab_cm_req_parse(&back, raw, sizeof raw), 0);
+		cr_assert_eq(fab_cm_req_verify(&back, key), 0);
 		cr_assert_eq(fab_cm_req_ring(&back), rings[i]);
 		cr_assert_eq(back.decline, i & 1);
-		cr_assert(!memcmp(back.token, token, sizeof token));
+		cr_assert(!memcmp(back.id, id, sizeof id), "names the offer by its id");
 		cr_assert_eq(back.rx_addr, 0x1234);
 		cr_assert_eq(back.rx_key, 0x5678);
+		/* The id is not the key: the key never travels. */
+		cr_assert(memmem(raw, sizeof raw, key, 8) == NULL);
+
+		struct fab_cm_rep rep, got;
+		uint8_t rraw[FAB_CM_REP_LEN];
+		fab_cm_rep_make(&rep, rraw, key, &back, 7, 9);
+		cr_assert_eq(fab_cm_rep_check(&got, rraw, sizeof rraw, key, &r), 0);
+		cr_assert_eq(got.rx_addr, 7);
+		cr_assert_eq(got.rx_key, 9);
 	}
-	struct fab_cm_rep rep;
-	fab_cm_rep_make(&rep, 1, 2);
-	cr_assert_eq(fab_cm_rep_check(&rep), 0);
-	rep.magic ^= 1;
-	cr_assert_eq(fab_cm_rep_check(&rep), -1);
 }
 
 Test(fab_wire, connection_data_from_a_stranger_is_refused)
 {
-	uint8_t token[AGENT_TOKEN_LEN] = {0};
+	uint8_t key[FAB_KEY_LEN], other[FAB_KEY_LEN];
+	a_key(key, 0);
+	a_key(other, 3);
 	struct fab_cm_req r, back;
-	fab_cm_req_make(&r, token, 65536, 0, 0, 0);
-	cr_assert_eq(fab_cm_req_parse(&back, &r, sizeof r - 1), -1, "short");
-	struct fab_cm_req bad = r;
-	bad.magic++;
-	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "magic");
+	uint8_t raw[FAB_CM_REQ_LEN], bad[FAB_CM_REQ_LEN];
+	fab_cm_req_make(&r, raw, key, 65536, 0, 0, 0);
+	cr_assert_eq(fab_cm_req_parse(&back, raw, sizeof raw - 1), -1, "short");
+	const struct {
+		unsigned at;
+		uint8_t v;
+		const char *what;
+	} form[] = {{0, 'X', "magic"}, {4, 1, "version"}, {5, 2, "decline flag"},
+		    {6, 200, "a shift past 63"}, {6, 11, "a ring below the least"},
+		    {6, 29, "a ring above the most"}, {7, 1, "reserved byte"}};
+	for (unsigned i = 0; i < sizeof form / sizeof form[0]; i++) {
+		memcpy(bad, raw, sizeof raw);
+		bad[form[i].at] = form[i].v;
+		cr_assert_eq(fab_cm_req_parse(&back, bad, sizeof bad), -1, "%s", form[i].what);
+	}
+	/* Well formed, but made without the key: any field changed, or a
+	 * request made with another key for this offer's id. */
+	for (unsigned at = 8; at < FAB_CM_REQ_LEN; at++) {
+		memcpy(bad, raw, sizeof raw);
+		bad[at] ^= 0x40;
+		cr_assert_eq(fab_cm_req_parse(&back, bad, sizeof bad), 0);
+		cr_assert_eq(fab_cm_req_verify(&back, key), -1, "byte %u changed", at);
+	}
+	struct fab_cm_req forged;
+	fab_cm_req_make(&forged, bad, other, 65536, 0, 0, 0);
+	uint8_t id[FAB_ID_LEN];
+	fab_offer_id(key, id);
+	memcpy(forged.id, id, sizeof id); /* the id seen on the wire */
+	cr_assert_eq(fab_cm_req_verify(&forged, key), -1, "another key");
+	/* An answer: its MAC, and bound to the request it answers. */
+	struct fab_cm_rep rep, got;
+	uint8_t rraw[FAB_CM_REP_LEN], rbad[FAB_CM_REP_LEN];
+	fab_cm_rep_make(&rep, rraw, key, &r, 1, 2);
+	cr_assert_eq(fab_cm_rep_check(&got, rraw, sizeof rraw - 1, key, &r), -1, "short");
+	cr_assert_eq(fab_cm_rep_check(&got, rraw, sizeof rraw, other, &r), -1, "another key");
+	cr_assert_eq(fab_cm_rep_check(&got, rraw, sizeof rraw, key, &forged), -1,
+		     "an answer to another request");
+	for (unsigned at = 0; at < FAB_CM_REP_LEN; at++) {
+		memcpy(rbad, rraw, sizeof rraw);
+		rbad[at] ^= 0x01;
+		cr_assert_eq(fab_cm_rep_check(&got, rbad, sizeof rbad, key, &r), -1, "byte %u", at);
+	}
+}
+
+Test(fab_wire, relayed_positions_carry_a_proof)
+{
+	uint8_t key[FAB_KEY_LEN], other[FAB_KEY_LEN];
+	a_key(key, 5);
+	a_key(other, 6);
+	struct agent_relay r = {.tuple = {.cport = 1000, .sport = 80}, .pos = 123456, .to_client = 1};
+	r.tuple.caddr[15] = 1;
+	fab_relay_proof(key, &r, r.token);
+	cr_assert_eq(fab_relay_verify(key, &r), 0);
+	cr_assert_eq(fab_relay_verify(other, &r), -1, "another key");
+	struct agent_relay bad = r;
+	bad.pos++;
+	cr_assert_eq(fab_relay_verify(key, &bad), -1, "another position");
 	bad = r;
-	bad.version++;
-	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "version");
+	bad.to_client = 0;
+	cr_assert_eq(fab_relay_verify(key, &bad), -1, "the other end");
 	bad = r;
-	bad.ring_log2 = 200;
-	cr_assert_eq(fab_cm_req_parse(&back, &bad, sizeof bad), -1, "a shift past 63");
+	bad.tuple.sport = 81;
+	cr_assert_eq(fab_relay_verify(key, &bad), -1, "another connection");
 }
 
 /* Copy the spans into out: how many bytes. */
