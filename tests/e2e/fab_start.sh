@@ -147,8 +147,21 @@ t_cost() {
 	# A provider named, no agent on B: once the first connection found
 	# none, the others cost a lookup in the negative cache.
 	SHUNT_ARGS=(--options "$FAB_OPTS")
+	# libfabric starts on its thread here, and the first connection waits
+	# for it (fabric_load_wait_ms); its threads then run beside the main
+	# one, whose futex calls (their locks) and thread stacks (mmap and
+	# mprotect, unless glibc's cache has a finished thread's stack to
+	# reuse) depend on how they overlap, in either run, not on the number
+	# of connections.  Compared without those, held below one per two
+	# connections.
 	shunt=$(churn_delta tcp 20 60)
-	assert_eq "$shunt" "$plain" "system calls of 40 connections under shunt (fabric_provider=tcp, no agent) vs plain"
+	local timing='futex|mmap|mprotect|munmap' c
+	for c in $(grep -Eo "\\b($timing)=-?[0-9]+" <<<"$shunt"); do
+		((${c#*=} < 20 && ${c#*=} > -20)) || die "$c: grows with the connections ($shunt)"
+	done
+	assert_eq "$(sed -E "s/\\b($timing)=-?[0-9]+ //g" <<<"$shunt")" \
+		"$(sed -E "s/\\b($timing)=-?[0-9]+ //g" <<<"$plain")" \
+		"system calls of 40 connections under shunt (fabric_provider=tcp, no agent) vs plain, those aside"
 	assert_log_count 'conn_churn: info: summary: connections shm=0 fabric=0 kernel=60 .* fallbacks no-agent=60$' 1
 	stop "$spid"
 	note "40 connections to a remote plain server: $shunt under shunt (auto, and tcp without agent), as plain"
