@@ -100,10 +100,12 @@ static inline uint64_t fab_tx_room(uint64_t ring, uint64_t head, uint64_t acked)
  *
  * Both ends hold the connection's key (FAB_KEY_LEN bytes): the client the
  * one it offered with, the accepting end the one its agent handed it with
- * the offer.  Without an agent secret that is the offer's token, which
- * travelled to the agent in the clear; with one, the agents derive it from
- * the secret and the offer, and it never travels (fab_rdv.c).  Nothing
- * that travels lets anyone make a request or an answer of their own: the
+ * the offer.  That is the offer's token, which travelled to the server's
+ * agent in the offer, in the clear (an agent secret authenticates the
+ * link, it does not encrypt it); a key the agents derive from their secret,
+ * which would never travel, is not done yet (docs/DEPLOY.md says what this
+ * leaves open).  Without the key nobody can make a request or an answer:
+ * the
  * request names the offer by an id the key hashes to, and carries a MAC
  * of itself under the key; the answer a MAC of itself and of the request
  * it answers.  A request a third party saw on the wire and sends again
