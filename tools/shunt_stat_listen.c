@@ -1,113 +1,37 @@
 /* shunt stat -l: the listeners registered in <rundir>/l/, like smcss -l or
- * ss -l.  A listener holds flock(LOCK_SH) on its entry for as long as it
- * listens; an entry whose lock anyone can take exclusively is stale (the
- * listener died; the next client to look removes it).  Who holds a lock is
- * read from /proc/locks, which shows only processes of our PID namespace:
- * a live entry with no process shown is held from another one. */
+ * ss -l, each read with shunt_regprobe.c: live or stale (the listener died;
+ * the next client to look removes it), and the processes holding it, of our
+ * PID namespace only: a live entry with no process shown is held from
+ * another one. */
 #include "shunt_stat_listen.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
-#include "core/shunt_regname.h"
-#include "shunt_outfmt.h"
 #include "core/shunt_stats_read.h"
-
-#define MAX_HOLDERS 16
+#include "shunt_outfmt.h"
+#include "shunt_regprobe.h"
 
 struct listener {
-	struct shunt_regname r;
+	struct regprobe p;
 	char local[64];
-	unsigned uid;
-	int live;
-	int nholders;
-	long holders[MAX_HOLDERS];
-	char progs[MAX_HOLDERS][32];
 };
-
-/* The pids /proc/locks shows holding a flock on dev:ino. */
-static int lock_holders(dev_t dev, ino_t ino, long *pids, int max)
-{
-	FILE *f = fopen("/proc/locks", "re");
-	char line[256];
-	int n = 0;
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		char kind[16];
-		long pid;
-		unsigned maj, min;
-		unsigned long inode;
-		/* "1: FLOCK  ADVISORY  READ 1234 00:1a:5678 0 EOF"; a waiter's
-		 * line has "->" where the kind is. */
-		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", kind, &pid, &maj, &min,
-			   &inode) != 5 ||
-		    strcmp(kind, "FLOCK") || inode != (unsigned long)ino ||
-		    makedev(maj, min) != dev || pid <= 0)
-			continue;
-		int dup = 0;
-		for (int i = 0; i < n && !dup; i++)
-			dup = pids[i] == pid;
-		if (!dup)
-			pids[n++] = pid;
-	}
-	fclose(f);
-	return n;
-}
-
-static void comm_of(long pid, char *buf, size_t len)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-	FILE *f = fopen(path, "re");
-	buf[0] = '\0';
-	if (f) {
-		if (fgets(buf, (int)len, f))
-			buf[strcspn(buf, "\n")] = '\0';
-		fclose(f);
-	}
-	if (!buf[0])
-		snprintf(buf, len, "?");
-}
 
 /* One entry of l/: 0 with *l filled, -1 when it is not a registry entry. */
 static int read_entry(int dirfd, const char *name, struct listener *l)
 {
-	if (shunt_regname_parse(name, &l->r) != 0)
+	if (regprobe_entry(dirfd, name, &l->p) != 0)
 		return -1;
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	l->uid = (unsigned)st.st_uid;
-	/* Taken and given back at once: reading changes nothing. */
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		l->live = 0;
-		flock(fd, LOCK_UN);
-	} else {
-		l->live = errno == EWOULDBLOCK;
-	}
-	close(fd);
-	l->nholders = l->live ? lock_holders(st.st_dev, st.st_ino, l->holders, MAX_HOLDERS) : 0;
-	for (int i = 0; i < l->nholders; i++)
-		comm_of(l->holders[i], l->progs[i], sizeof(l->progs[i]));
-	if (l->r.any)
-		snprintf(l->local, sizeof(l->local), "*:%u", l->r.port);
+	if (l->p.r.any)
+		snprintf(l->local, sizeof(l->local), "*:%u", l->p.r.port);
 	else
-		shunt_stats_format_addr(l->r.addr, (uint16_t)l->r.port, l->local, sizeof(l->local));
+		shunt_stats_format_addr(l->p.r.addr, (uint16_t)l->p.r.port, l->local,
+					sizeof(l->local));
 	return 0;
 }
 
@@ -115,9 +39,9 @@ static int wanted(const struct listener *l, long pid, const char *name)
 {
 	if (!pid && !name)
 		return 1;
-	for (int i = 0; i < l->nholders; i++)
-		if ((!pid || l->holders[i] == pid) &&
-		    (!name || fnmatch(name, l->progs[i], 0) == 0))
+	for (int i = 0; i < l->p.nholders; i++)
+		if ((!pid || l->p.holders[i] == pid) &&
+		    (!name || fnmatch(name, l->p.progs[i], 0) == 0))
 			return 1;
 	return 0;
 }
@@ -125,8 +49,8 @@ static int wanted(const struct listener *l, long pid, const char *name)
 static int by_port(const void *a, const void *b)
 {
 	const struct listener *x = a, *y = b;
-	if (x->r.port != y->r.port)
-		return x->r.port < y->r.port ? -1 : 1;
+	if (x->p.r.port != y->p.r.port)
+		return x->p.r.port < y->p.r.port ? -1 : 1;
 	return strcmp(x->local, y->local);
 }
 
@@ -142,25 +66,25 @@ static void user_name(unsigned uid, char *buf, size_t len)
 static void print_text(const struct listener *l)
 {
 	char user[64], scope[32], procs[512] = "-";
-	user_name(l->uid, user, sizeof(user));
-	if (l->r.host_wide)
+	user_name(l->p.uid, user, sizeof(user));
+	if (l->p.r.host_wide)
 		snprintf(scope, sizeof(scope), "host");
 	else
-		snprintf(scope, sizeof(scope), "netns:%lu", l->r.netns);
+		snprintf(scope, sizeof(scope), "netns:%lu", l->p.r.netns);
 	size_t n = 0;
-	for (int i = 0; i < l->nholders && n < sizeof(procs); i++)
+	for (int i = 0; i < l->p.nholders && n < sizeof(procs); i++)
 		n += (size_t)snprintf(procs + n, sizeof(procs) - n, "%s%ld/%s", i ? "," : "",
-				      l->holders[i], l->progs[i]);
-	if (l->live && !l->nholders)
+				      l->p.holders[i], l->p.progs[i]);
+	if (l->p.live && !l->p.nholders)
 		snprintf(procs, sizeof(procs), "(another PID namespace)");
-	printf("%-46s %-18s %-10s %-6s %s\n", l->local, scope, user, l->live ? "live" : "stale",
+	printf("%-46s %-18s %-10s %-6s %s\n", l->local, scope, user, l->p.live ? "live" : "stale",
 	       procs);
 }
 
 static void print_json(const struct listener *l, int first)
 {
 	char user[64], addr[64];
-	user_name(l->uid, user, sizeof(user));
+	user_name(l->p.uid, user, sizeof(user));
 	snprintf(addr, sizeof(addr), "%s", l->local);
 	char *colon = strrchr(addr, ':');
 	if (colon)
@@ -169,18 +93,18 @@ static void print_json(const struct listener *l, int first)
 	json_str(stdout, l->local);
 	printf(",\"address\":");
 	json_str(stdout, addr);
-	printf(",\"port\":%u,\"scope\":\"%s\",\"netns\":", l->r.port,
-	       l->r.host_wide ? "host" : "netns");
-	if (l->r.host_wide)
+	printf(",\"port\":%u,\"scope\":\"%s\",\"netns\":", l->p.r.port,
+	       l->p.r.host_wide ? "host" : "netns");
+	if (l->p.r.host_wide)
 		printf("null");
 	else
-		printf("%lu", l->r.netns);
-	printf(",\"uid\":%u,\"user\":", l->uid);
+		printf("%lu", l->p.r.netns);
+	printf(",\"uid\":%u,\"user\":", l->p.uid);
 	json_str(stdout, user);
-	printf(",\"state\":\"%s\",\"processes\":[", l->live ? "live" : "stale");
-	for (int i = 0; i < l->nholders; i++) {
-		printf("%s{\"pid\":%ld,\"program\":", i ? "," : "", l->holders[i]);
-		json_str(stdout, l->progs[i]);
+	printf(",\"state\":\"%s\",\"processes\":[", l->p.live ? "live" : "stale");
+	for (int i = 0; i < l->p.nholders; i++) {
+		printf("%s{\"pid\":%ld,\"program\":", i ? "," : "", l->p.holders[i]);
+		json_str(stdout, l->p.progs[i]);
 		printf("}");
 	}
 	printf("]}");
