@@ -19,7 +19,7 @@ agent/shuntd*   *         agent/ core/ config/
 shm/*           *         shm/ core/ config/
 fabric/*        *         fabric/ core/ config/ agent/agent_proto.h agent/agent_hmac.h
 preload/*       *         preload/ core/ config/
-tools/*         *         tools/ core/ config/ bench/bench_util.h
+tools/*         *         tools/ core/ config/ bench/bench_util.h agent/agent_proto.h agent/agent_hmac.h
 bench/*         *         bench/ shm/shm_ring.h
 '
 
