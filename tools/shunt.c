@@ -5,6 +5,7 @@
  *   shunt stat [-p PID] [-n NAME] [-i S] [--json]   live connections and counters
  *   shunt bench [options]                    kernel TCP vs shunt vs raw ring
  *   shunt ab --server CMD --client CMD       A/B of any program pair
+ *   shunt doctor [--to HOST:PORT] [...]      will shunt work here, and to there?
  *   shunt version                            print the version
  *   shunt help [COMMAND]                     print usage, or COMMAND's
  *
@@ -39,6 +40,10 @@ static const struct shunt_subcmd subcmds[] = {
 	{ "ab", "--server 'CMD' --client 'CMD' [--runs N] [--port P] [...]",
 	  "run a server/client pair plain and under shunt, alternately; compare",
 	  shunt_cmd_ab },
+	{ "doctor", "[--config FILE] [--options 'k=v,...'] [--connections N]\n"
+		    "            [--to HOST:PORT [--program NAME]] [--json]",
+	  "check this host (rundir, agent, libfabric) and what a connection to HOST:PORT takes",
+	  shunt_cmd_doctor },
 	{ "version", "", "print the version", cmd_version },
 	{ "help", "[COMMAND]", "print this help, or a command's", cmd_help },
 };

@@ -20,6 +20,7 @@ int shunt_cmd_config(int argc, char **argv);   /* shunt_cmd_config.c */
 int shunt_cmd_bench(int argc, char **argv);    /* shunt_bench.c */
 int shunt_cmd_ab(int argc, char **argv);       /* shunt_ab.c */
 int shunt_cmd_stat(int argc, char **argv);     /* shunt_stat.c */
+int shunt_cmd_doctor(int argc, char **argv);   /* shunt_doctor.c */
 
 /* "shunt CMD: <message>" and a pointer to --help on stderr; returns
  * SHUNT_EXIT_USAGE.  Each subcommand defines usage_error(...) with its name. */
