@@ -17,9 +17,9 @@ core/*          *         core/ config/
 agent/agent_*   agent_*   config/
 agent/shuntd*   *         agent/ core/ config/
 shm/*           *         shm/ core/ config/
-fabric/*        *         fabric/ core/ config/ agent/agent_proto.h agent/agent_hmac.h
+fabric/*        *         fabric/ core/ config/ agent/agent_proto.h agent/agent_hmac.h agent/agent_client.h
 preload/*       *         preload/ core/ config/
-tools/*         *         tools/ core/ config/ bench/bench_util.h agent/agent_proto.h agent/agent_hmac.h
+tools/*         *         tools/ core/ config/ bench/bench_util.h agent/agent_proto.h agent/agent_client.h
 bench/*         *         bench/ shm/shm_ring.h
 '
 

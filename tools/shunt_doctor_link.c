@@ -7,11 +7,10 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent_hmac.h"
+#include "agent/agent_client.h"
 #include "agent/agent_proto.h"
 #include "shunt_doctor_judge.h"
 
@@ -107,24 +106,30 @@ static int send_msg(struct link *l, const struct agent_msg *m)
 static int recv_msg(struct link *l, struct agent_msg *m)
 {
 	for (;;) {
-		int why, n = agent_decode(l->in, l->nin, m, &why);
+		int r = agent_next_frame(l->in, &l->nin, m, NULL);
+		if (r)
+			return r;
+		ssize_t n = recv(l->fd, l->in + l->nin, sizeof(l->in) - l->nin, 0);
 		if (n > 0) {
-			memmove(l->in, l->in + n, l->nin - (size_t)n);
-			l->nin -= (size_t)n;
-			return 1;
-		}
-		if (n < 0)
-			return -1;
-		ssize_t r = recv(l->fd, l->in + l->nin, sizeof(l->in) - l->nin, 0);
-		if (r > 0) {
-			l->nin += (size_t)r;
+			l->nin += (size_t)n;
 			continue;
 		}
-		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			return 0;
 		if (wait_for(l, POLLIN) <= 0)
 			return 0;
 	}
+}
+
+/* agent_client.h's view of a link. */
+static int io_send(void *l, const struct agent_msg *m)
+{
+	return send_msg(l, m);
+}
+
+static int io_recv(void *l, struct agent_msg *m)
+{
+	return recv_msg(l, m);
 }
 
 /* An answer that is not the one wanted: what it says. */
@@ -153,31 +158,26 @@ static enum agent_ask_result unexpected(int r, const struct agent_msg *m, int af
 static enum agent_ask_result authenticate(struct link *l, const char *key, size_t klen,
 					  struct agent_ask *out)
 {
-	struct agent_msg m = {.type = AGENT_HELLO}, a;
-	uint8_t cnonce[AGENT_NONCE_LEN], mac[AGENT_MAC_LEN];
-	if (getrandom(cnonce, sizeof(cnonce), 0) != (ssize_t)sizeof(cnonce)) {
-		snprintf(out->detail, sizeof(out->detail), "getrandom: %s", strerror(errno));
-		return ASK_PROTOCOL;
-	}
-	memcpy(m.u.nonce, cnonce, sizeof(cnonce));
-	if (send_msg(l, &m) < 0)
-		return unexpected(0, NULL, 0, out);
-	int r = recv_msg(l, &a);
-	if (r <= 0 || a.type != AGENT_CHALLENGE)
-		return unexpected(r, &a, 0, out);
-	m.type = AGENT_AUTH;
-	agent_auth_mac(key, klen, 1, cnonce, a.u.nonce, m.u.mac);
-	agent_auth_mac(key, klen, 0, cnonce, a.u.nonce, mac);
-	if (send_msg(l, &m) < 0)
-		return unexpected(0, NULL, 1, out);
-	r = recv_msg(l, &a);
-	if (r <= 0 || a.type != AGENT_AUTH_OK)
-		return unexpected(r, &a, 1, out);
-	if (hmac_equal(a.u.mac, mac, AGENT_MAC_LEN)) {
+	struct agent_io io = {io_send, io_recv, l};
+	struct agent_msg last;
+	int after_auth;
+	switch (agent_authenticate(&io, key, klen, &last, &after_auth)) {
+	case AGENT_AUTHED:
+		return ASK_ANSWERED;
+	case AGENT_AUTH_SILENT:
+		return unexpected(0, NULL, after_auth, out);
+	case AGENT_AUTH_GARBAGE:
+		return unexpected(-1, NULL, after_auth, out);
+	case AGENT_AUTH_ANSWER:
+		return unexpected(1, &last, after_auth, out);
+	case AGENT_AUTH_FORGED:
 		snprintf(out->detail, sizeof(out->detail), "its proof does not match our secret");
 		return ASK_IMPOSTOR;
+	case AGENT_AUTH_NO_RANDOM:
+		break;
 	}
-	return ASK_ANSWERED;
+	snprintf(out->detail, sizeof(out->detail), "no random bytes for a nonce");
+	return ASK_PROTOCOL;
 }
 
 void doctor_agent_ask(const struct sockaddr *agent, socklen_t len, const char *secret, int klen,
