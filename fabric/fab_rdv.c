@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent_hmac.h"
+#include "agent/agent_client.h"
 #include "agent/agent_proto.h"
 #include "core/shunt_clock.h"
 #include "core/shunt_core.h"
@@ -193,14 +193,9 @@ static int send_msg(struct link *l, const struct agent_msg *m)
 static int recv_msg(struct link *l, struct agent_msg *m)
 {
 	for (;;) {
-		int why, n = agent_decode(l->in, l->nin, m, &why);
-		if (n > 0) {
-			memmove(l->in, l->in + n, l->nin - (size_t)n);
-			l->nin -= (size_t)n;
-			return 1;
-		}
-		if (n < 0)
-			return -1;
+		int n = agent_next_frame(l->in, &l->nin, m, NULL);
+		if (n)
+			return n;
 		ssize_t r = REAL(recv)(l->fd, l->in + l->nin, sizeof l->in - l->nin, MSG_DONTWAIT);
 		if (r > 0) {
 			l->nin += (size_t)r;
@@ -244,33 +239,24 @@ static int open_link(struct link *l, const struct sockaddr *dst, socklen_t len, 
 	return 0;
 }
 
-/* The challenge-response, both ways: the agent proves it knows the secret
- * too, so an offer's token never goes to an impostor. */
+static int io_send(void *l, const struct agent_msg *m)
+{
+	return send_msg(l, m);
+}
+
+static int io_recv(void *l, struct agent_msg *m)
+{
+	return recv_msg(l, m);
+}
+
+/* The challenge-response, both ways (agent/agent_client.c): the agent
+ * proves it knows the secret too, so an offer's token never goes to an
+ * impostor. */
 static enum fab_rdv_result authenticate(struct link *l, const char *key, size_t klen)
 {
-	struct agent_msg m = {.type = AGENT_HELLO}, a;
-	uint8_t cnonce[AGENT_NONCE_LEN], mac[AGENT_MAC_LEN];
-	if (getrandom(cnonce, sizeof cnonce, 0) != (ssize_t)sizeof cnonce)
-		return FAB_RDV_REFUSED;
-	memcpy(m.u.nonce, cnonce, sizeof cnonce);
-	if (send_msg(l, &m) < 0)
-		return FAB_RDV_NO_AGENT;
-	int r = recv_msg(l, &a);
-	if (r <= 0)
-		return r < 0 ? FAB_RDV_REFUSED : FAB_RDV_NO_AGENT;
-	if (a.type != AGENT_CHALLENGE)
-		return FAB_RDV_REFUSED;
-	m.type = AGENT_AUTH;
-	agent_auth_mac(key, klen, 1, cnonce, a.u.nonce, m.u.mac);
-	agent_auth_mac(key, klen, 0, cnonce, a.u.nonce, mac);
-	if (send_msg(l, &m) < 0)
-		return FAB_RDV_NO_AGENT;
-	r = recv_msg(l, &a);
-	if (r <= 0)
-		return r < 0 ? FAB_RDV_REFUSED : FAB_RDV_NO_AGENT;
-	if (a.type != AGENT_AUTH_OK || hmac_equal(a.u.mac, mac, AGENT_MAC_LEN))
-		return FAB_RDV_REFUSED;
-	return FAB_RDV_OK;
+	struct agent_io io = {io_send, io_recv, l};
+	enum agent_auth_result r = agent_authenticate(&io, key, klen, NULL, NULL);
+	return r == AGENT_AUTHED ? FAB_RDV_OK : r == AGENT_AUTH_SILENT ? FAB_RDV_NO_AGENT : FAB_RDV_REFUSED;
 }
 
 /* ---- links kept open to agents --------------------------------------------------
