@@ -28,6 +28,9 @@
 	X(RUNDIR_GROUP_WRITABLE, "rundir-group-writable", FAIL,                                    \
 	  "chmod 0700, or share it on purpose: shm_group and mode 2770 (docs/DEPLOY.md, Servers "  \
 	  "that run as their own user)")                                                           \
+	X(RUNDIR_READABLE, "rundir-readable", WARN,                                                \
+	  "chmod 0700 (2770 when shared): whoever can read the rundir sees which addresses "       \
+	  "listen under shunt and every process's counters")                                       \
 	X(RUNDIR_GROUP, "rundir-group", FAIL,                                                      \
 	  "chgrp it to the shm_group and chmod 2770 (setgid, group rwx, nothing for others)")      \
 	X(GROUP_UNKNOWN, "group-unknown", WARN,                                                    \

@@ -86,6 +86,22 @@ void doctor_bytes(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", x, unit[u]);
 }
 
+/* A directory users it is not shared with may read (list: which addresses
+ * listen) or only search (open what they can name: every process's
+ * counters by its pid); the worst of others and, unless it is shared with
+ * it, the group. */
+static enum doctor_code open_to(const struct stat *st, int shared, char *why, size_t whylen)
+{
+	unsigned mode = st->st_mode & 07777, o = mode & 007, g = shared ? 0 : (mode & 070) >> 3;
+	int others = (o & 4) || (!(g & 4) && o);
+	char who[32] = "others";
+	if (!others)
+		snprintf(who, sizeof(who), "group %u", (unsigned)st->st_gid);
+	snprintf(why, whylen, "%s by %s (mode %04o)", (o | g) & 4 ? "readable" : "searchable",
+		 who, mode);
+	return DOC_RUNDIR_READABLE;
+}
+
 enum doctor_code doctor_dir_verdict(const struct stat *st, unsigned euid, int group, unsigned gid,
 				    int member, char *why, size_t whylen)
 {
@@ -113,6 +129,8 @@ enum doctor_code doctor_dir_verdict(const struct stat *st, unsigned euid, int gr
 				 mode, (unsigned)st->st_gid);
 			return DOC_RUNDIR_GROUP_WRITABLE;
 		}
+		if (mode & 077)
+			return open_to(st, 0, why, whylen);
 		return DOC_RUNDIR_PERM;
 	}
 	/* shm_group: the library makes a directory of its own the group's,
@@ -138,6 +156,8 @@ enum doctor_code doctor_dir_verdict(const struct stat *st, unsigned euid, int gr
 		snprintf(why, whylen, "mode %04o: not setgid with group rwx (2770)", mode);
 		return DOC_RUNDIR_GROUP;
 	}
+	if (mode & 007)
+		return open_to(st, 1, why, whylen);
 	return DOC_RUNDIR_PERM;
 }
 

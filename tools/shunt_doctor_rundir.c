@@ -42,6 +42,13 @@ static int member_of(gid_t gid)
 	return 0;
 }
 
+/* The verdicts the library takes a directory with: fine, or only the
+ * doctor objects (a group-writable private rundir is still taken). */
+static int library_accepts(enum doctor_code c)
+{
+	return c == DOC_RUNDIR_PERM || c == DOC_RUNDIR_READABLE || c == DOC_RUNDIR_GROUP_WRITABLE;
+}
+
 static enum doctor_code verdict(const struct doctor *d, const struct stat *st, char *why,
 				size_t len)
 {
@@ -79,9 +86,7 @@ static int library_takes(const struct doctor *d, const char *dir, char *why, siz
 		return 0;
 	}
 	enum doctor_code c = verdict(d, &st, v, sizeof(v));
-	/* (A group-writable private rundir is taken today; only the doctor
-	 * objects.) */
-	if (c != DOC_RUNDIR_PERM && c != DOC_RUNDIR_GROUP_WRITABLE) {
+	if (!library_accepts(c)) {
 		snprintf(why, len, "%s", v);
 		return 0;
 	}
@@ -91,7 +96,7 @@ static int library_takes(const struct doctor *d, const char *dir, char *why, siz
 		    shunt_rundir_path(sub, sizeof(sub), dir, r, NULL) < 0 || lstat(sub, &st) < 0)
 			continue;
 		c = verdict(d, &st, v, sizeof(v));
-		if (c != DOC_RUNDIR_PERM && c != DOC_RUNDIR_GROUP_WRITABLE) {
+		if (!library_accepts(c)) {
 			snprintf(why, len, "%s/: %s", shunt_room_dir(r), v);
 			return 0;
 		}
@@ -153,7 +158,7 @@ static int permissions(struct doctor *d)
 		enum doctor_code c = verdict(d, &st, v, sizeof(v));
 		if (c == DOC_RUNDIR_PERM)
 			continue;
-		if (c != DOC_RUNDIR_GROUP_WRITABLE && (r < 0 || shunt_room_made_by_library(r)))
+		if (!library_accepts(c) && (r < 0 || shunt_room_made_by_library(r)))
 			usable = 0;
 		size_t n = strlen(where[c]);
 		if (!n)

@@ -6,8 +6,8 @@
 #   healthy     a private tmpfs rundir: OK, exit 0; --json; a bad key and a
 #               bad --to are usage errors (2); a rundir that cannot be made
 #   disk        a rundir on a disk file system: WARN rundir-disk
-#   perms       group-writable, world-writable, another user's rundir, a
-#               group-writable room, a replaceable parent
+#   perms       group-writable, world-writable, readable, another user's
+#               rundir, a group-writable room, a replaceable parent
 #   small       a 1 MiB tmpfs (mounted in a private mount namespace) too
 #               small for 100 connections: FAIL rundir-space; enough for one
 #   agent       a shuntd with a secret: the same secret OK; another, none,
@@ -176,6 +176,10 @@ t_perms() {
 	doctor worldw --config "$DCONF" --connections 1
 	expect_rc 1
 	has FAIL rundir-world-writable "writable by others (mode 0703)"
+	chmod 755 "$RUNDIR"
+	doctor readable --config "$DCONF" --connections 1
+	expect_rc 0
+	has WARN rundir-readable "readable by others (mode 0755)"
 	chmod 700 "$RUNDIR"
 	mkdir -m 770 "$RUNDIR/l"
 	chmod 770 "$RUNDIR/l"
@@ -197,7 +201,7 @@ t_perms() {
 	doctor parent --config "$DCONF" --options "rundir=$open/rd" --connections 1
 	expect_rc 0
 	has WARN rundir-parent "$open (mode 0777"
-	note "group- and world-writable rundir and room, another user's: FAIL; a writable parent: WARN"
+	note "group- and world-writable rundir and room, another user's: FAIL; readable, a writable parent: WARN"
 }
 
 t_small() {

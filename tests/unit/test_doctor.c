@@ -65,8 +65,18 @@ Test(doctor, private_dirs)
 	char why[256];
 	struct stat st = dir(0700, 1000, 1000);
 	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_PERM);
-	st = dir(0750, 1000, 1000); /* readable by the group: no one plants */
-	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_PERM);
+	st = dir(0750, 1000, 1000); /* no one plants, but the group reads */
+	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_READABLE);
+	cr_assert_str_eq(why, "readable by group 1000 (mode 0750)");
+	st = dir(0711, 1000, 1000);
+	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_READABLE);
+	cr_assert_str_eq(why, "searchable by others (mode 0711)");
+	st = dir(0710, 1000, 1000);
+	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_READABLE);
+	cr_assert_str_eq(why, "searchable by group 1000 (mode 0710)");
+	st = dir(0751, 1000, 1000); /* the worse: the group reads */
+	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why), DOC_RUNDIR_READABLE);
+	cr_assert_str_eq(why, "readable by group 1000 (mode 0751)");
 	st = dir(0770, 1000, 1000);
 	cr_assert_eq(doctor_dir_verdict(&st, 1000, 0, 0, 0, why, sizeof why),
 		     DOC_RUNDIR_GROUP_WRITABLE);
@@ -105,6 +115,9 @@ Test(doctor, group_dirs)
 	cr_assert_eq(doctor_dir_verdict(&st, 1000, 1, 50, 1, why, sizeof why), DOC_RUNDIR_GROUP);
 	st = dir(02750, 0, 50);
 	cr_assert_eq(doctor_dir_verdict(&st, 1000, 1, 50, 1, why, sizeof why), DOC_RUNDIR_GROUP);
+	st = dir(02775, 0, 50); /* the group's to read: only others count */
+	cr_assert_eq(doctor_dir_verdict(&st, 1000, 1, 50, 1, why, sizeof why), DOC_RUNDIR_READABLE);
+	cr_assert_str_eq(why, "readable by others (mode 2775)");
 	st = dir(02777, 0, 50);
 	cr_assert_eq(doctor_dir_verdict(&st, 1000, 1, 50, 1, why, sizeof why),
 		     DOC_RUNDIR_WORLD_WRITABLE);
