@@ -147,37 +147,45 @@ static void ask_shm(struct doctor *d, const struct dest *t, struct answer *a)
 		    "next lookup", d->rundir, p.name, p.uid);
 		return;
 	}
-	/* Who accepts: the processes holding the entry, as they are now. */
-	char who[256] = "";
-	size_t w = 0;
-	int ours = 0, dropped = 0;
+	/* Who accepts: any of the processes holding the entry, as they are
+	 * now (nginx's master registers as root, its workers accept as
+	 * nobody).  Each trusts an offer whose file is its uid's or belongs
+	 * to its shm_group (shm/shm_arena.c), taken to be ours. */
+	unsigned gid = offer_gid(d);
+	int by_group = d->group_on && gid == (unsigned)d->group_gid;
+	char who[256] = "", refusers[128] = "";
+	size_t w = 0, rw = 0;
+	int dropped = 0;
 	for (int i = 0; i < p.nholders && w < sizeof(who); i++) {
 		w += (size_t)snprintf(who + w, sizeof(who) - w, "%s%ld/%s uid %ld", i ? ", " : "",
 				      p.holders[i], p.progs[i], p.euids[i]);
-		ours |= p.euids[i] == (long)d->euid;
 		dropped |= p.euids[i] >= 0 && p.euids[i] != (long)p.uid;
+		if (p.euids[i] != (long)d->euid && !by_group && rw < sizeof(refusers))
+			rw += (size_t)snprintf(refusers + rw, sizeof(refusers) - rw, "%s%ld",
+					       rw ? ", " : "", p.holders[i]);
 	}
 	if (!p.nholders) {
-		snprintf(who, sizeof(who), "a process of another PID namespace");
-		ours = p.uid == d->euid;
+		snprintf(who, sizeof(who), "a process of another PID namespace, registered by uid %u",
+			 p.uid);
+		if (p.uid != d->euid && !by_group)
+			snprintf(refusers, sizeof(refusers), "it");
 	}
 	char priv[160] = "";
 	if (dropped)
 		snprintf(priv, sizeof(priv),
 			 "; the server dropped privileges after listen() (registered by uid %u)", p.uid);
-	/* The accepting side trusts an offer whose file is its uid's or
-	 * belongs to its shm_group (shm/shm_arena.c), taken to be ours. */
-	unsigned gid = offer_gid(d);
-	int by_group = d->group_on && gid == (unsigned)d->group_gid;
-	if (!ours && !by_group) {
+	if (refusers[0]) {
 		say(a, SHUNT_R_OFFER_TIMEOUT, DOC_TO_PEER_CRED,
-		    "a live shunt listener (%s)%s, but our offer (uid %u, group %u) is neither its "
-		    "user's nor its shm_group's: it declines it (peer-cred there), this side gives up "
-		    "after offer_timeout_ms",
-		    who, priv, d->euid, gid);
+		    "a live shunt listener (%s)%s, but our offer (uid %u, group %u) is not trusted by "
+		    "%s, neither its user's nor its shm_group's: one that accepts declines it "
+		    "(peer-cred there), this side gives up after offer_timeout_ms",
+		    who, priv, d->euid, gid, refusers);
 		a->later = 1;
 		return;
 	}
+	int same = p.nholders ? 1 : p.uid == d->euid;
+	for (int i = 0; i < p.nholders; i++)
+		same &= p.euids[i] == (long)d->euid;
 	/* The server's own rule, for our address, if it reads this
 	 * configuration too. */
 	const char *sprog = p.nholders ? p.progs[0] : "";
@@ -191,7 +199,7 @@ static void ask_shm(struct doctor *d, const struct dest *t, struct answer *a)
 		return;
 	}
 	say(a, SHUNT_R_NONE, DOC_TO, "shm: a live shunt listener (%s)%s, trusting our offer (%s)",
-	    who, priv, ours ? "the same user" : "shm_group");
+	    who, priv, same ? "the same user" : "shm_group");
 }
 
 /* ---- fabric ------------------------------------------------------------------ */

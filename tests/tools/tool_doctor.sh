@@ -17,6 +17,9 @@
 #               shm), a client rule and a server rule (declined, checked
 #               with a real client), a dead registry entry (left in
 #               place), a plain server
+#   privdrop    --to nginx (master root, worker nobody) on a group rundir:
+#               the users it accepts as now, trusted by shm_group (a client
+#               gets shm), peer-cred without it
 #   remote      --to a server in another network namespace (198.18.0.0/15),
 #               without and with a shuntd there: no-agent, no-rdma-route,
 #               fabric, no-peer-shim, a secret the agent does not have; the
@@ -76,13 +79,13 @@ to_is() {
 		die "expected transport=$1 reason=$2: $(grep -A1 '^to ' "$DOC_OUT" || cat "$DOC_OUT")"
 }
 
-# no_conns PORT [NS]: nothing but the listener on PORT (in namespace NS):
-# the doctor connected to no server.
+# no_conns ADDR PORT [NS]: no socket on ADDR:PORT (in namespace NS) but
+# the listener: the doctor connected to no server.
 no_conns() {
 	local pre=() other
-	[[ -n "${2:-}" ]] && pre=(ip netns exec "$2")
-	other=$("${pre[@]}" ss -Htan "( sport = :$1 or dport = :$1 )" | grep -v '^LISTEN' || true)
-	[[ -z "$other" ]] || die "a connection to the server's port $1: $other"
+	[[ -n "${3:-}" ]] && pre=(ip netns exec "$3")
+	other=$("${pre[@]}" ss -Htan "( src $1:$2 or dst $1:$2 )" | grep -v '^LISTEN' || true)
+	[[ -z "$other" ]] || die "a connection to the server at $1:$2: $other"
 }
 
 # wait_registered PORT DIR: until a shunt listener has registered PORT in
@@ -308,7 +311,7 @@ t_local() {
 	expect_rc 0
 	has WARN to-rule "a rule of the environment (kernel)"
 	to_is kernel rule-kernel
-	no_conns "$p"
+	no_conns 127.0.0.1 "$p"
 	assert_log_lacks ' role=server '
 	# What the doctor said is what a client gets.
 	runx "$PROGS/echo_client" --port "$p" --bytes 100000 >"$PDIR/client.out" 2>"$PDIR/client.err" ||
@@ -330,7 +333,7 @@ t_local() {
 	to_is kernel declined
 	grep -qF "transport=shm reason=-, then moved fd=? from=shm transport=kernel reason=declined" "$DOC_OUT" ||
 		die "no decline in the log line: $(cat "$DOC_OUT")"
-	no_conns "$p"
+	no_conns 127.0.0.1 "$p"
 	runx "$PROGS/echo_client" --port "$p" --bytes 1000 >"$PDIR/client2.out" 2>"$PDIR/client2.err" ||
 		die "echo_client failed: $(cat "$PDIR/client2.err")"
 	wait_exit "$spid" 30 || die "echo_server failed"
@@ -365,13 +368,88 @@ t_local() {
 	expect_rc 1
 	has FAIL to-not-shunt "a server not under shunt (or under another rundir) listens on that port"
 	to_is kernel no-peer-shim
-	no_conns "$p"
+	no_conns 127.0.0.1 "$p"
 	MODE=shunt
 	runx "$PROGS/echo_client" --port "$p" --bytes 1000 >"$PDIR/client4.out" 2>"$PDIR/client4.err" ||
 		die "echo_client failed: $(cat "$PDIR/client4.err")"
 	assert_log_count "$(conn_re echo_client client kernel no-peer-shim)" 1
 	stop "$spid"
 	note "--to: a live listener shm (and a client gets shm), rules, a server's rule declined (and a client is), a dead entry, a plain server; no connection made"
+}
+
+# A server that drops privileges after listen(): nginx, whose master (root)
+# registers the listener and whose workers accept as nobody, on the rundir
+# docs/DEPLOY.md gives it (root's, group nogroup, 2770, shm_group =
+# nogroup): the doctor sees the users it accepts as now, and that they
+# trust our offer by the group; without shm_group here they would not.
+t_privdrop() {
+	doc_phase privdrop shunt
+	if [[ $(id -u) -ne 0 ]] || ! command -v nginx >/dev/null; then
+		note "SKIP: needs root and nginx"
+		return 0
+	fi
+	local group
+	group=$(id -gn nobody)
+	# (the workers, as nobody, read the configuration and write their logs)
+	chmod 711 "$TMP"
+	chmod 1777 "$PDIR" "$LOGDIR"
+	chmod 755 "$RUNROOT"
+	chown "root:$group" "$RUNDIR"
+	chmod 2770 "$RUNDIR"
+	printf 'shm_group = %s\n' "$group" >>"$DCONF"
+	chmod 644 "$DCONF"
+	local p npid
+	p=$(free_port)
+	mkdir -p "$PDIR/nginx"
+	cat >"$PDIR/nginx.conf" <<-CONF
+		user nobody $group;
+		worker_processes 1;
+		daemon off;
+		master_process on;
+		pid $PDIR/nginx/nginx.pid;
+		error_log $PDIR/nginx/error.log warn;
+		events { worker_connections 64; }
+		http {
+		    access_log off;
+		    client_body_temp_path $PDIR/nginx/body;
+		    proxy_temp_path $PDIR/nginx/proxy;
+		    fastcgi_temp_path $PDIR/nginx/fastcgi;
+		    uwsgi_temp_path $PDIR/nginx/uwsgi;
+		    scgi_temp_path $PDIR/nginx/scgi;
+		    server { listen 127.0.0.1:$p; return 204; }
+		}
+	CONF
+	bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
+	npid=$BG_PID
+	wait_port "$p" "$npid"
+	wait_registered "$p" "$RUNDIR"
+	# Until the worker runs (as nobody) and holds the entry too.
+	local i
+	for ((i = 0; i < 300; i++)); do
+		doctor shared --config "$DCONF" --connections 1 --to "127.0.0.1:$p"
+		grep -q "/nginx uid $(id -u nobody)" "$DOC_OUT" && break
+		sleep 0.05
+	done
+	expect_rc 0
+	has OK rundir-perm "shared with group $(id -g nobody): mode 2770, owner uid 0"
+	has OK to "/nginx uid 0"
+	has OK to "/nginx uid $(id -u nobody)"
+	has OK to "; the server dropped privileges after listen() (registered by uid 0), trusting our offer (shm_group)"
+	to_is shm -
+	doctor private --config "$DCONF" --options shm_group= --connections 1 --to "127.0.0.1:$p"
+	expect_rc 1
+	has FAIL to-peer-cred "but our offer (uid 0, group $(id -g nobody)) is not trusted by"
+	to_is kernel offer-timeout
+	no_conns 127.0.0.1 "$p"
+	assert_log_lacks ' role=server '
+	# What the doctor said is what a client gets: a worker accepts on shm.
+	runx curl -sS -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$p/" >"$PDIR/curl.out" 2>"$PDIR/curl.err" ||
+		die "curl failed: $(cat "$PDIR/curl.err")"
+	[[ $(cat "$PDIR/curl.out") == 204 ]] || die "nginx answered $(cat "$PDIR/curl.out")"
+	stop "$npid"
+	assert_conns shm nginx server 1
+	assert_conns shm curl client 1
+	note "a server that dropped privileges after listen(): seen, trusted by shm_group (a client gets shm), not without it"
 }
 
 # agent_metric NS NAME: a counter of the agent on that host's /metrics.
@@ -422,7 +500,7 @@ t_remote() {
 	to_is kernel declined
 	DOC_NS=
 	# Asked, not offered: the server saw nothing, the agent filed nothing.
-	no_conns "$p" "$NSB"
+	no_conns "$ADDR_B" "$p" "$NSB"
 	assert_log_lacks ' role=server '
 	[[ $(agent_metric "$NSB" 'shuntd_offers_total{result="filed"}') == 0 ]] ||
 		die "the agent filed an offer for the doctor"
@@ -457,5 +535,6 @@ subtest perms t_perms
 subtest small t_small
 subtest agent t_agent
 subtest local t_local
+subtest privdrop t_privdrop
 subtest remote t_remote
 finish_subtests
