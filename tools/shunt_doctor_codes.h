@@ -100,6 +100,9 @@
 	X(TO_PEER_CRED, "to-peer-cred", FAIL,                                                      \
 	  "run both ends as one user, or give both the same shm_group and a group rundir "         \
 	  "(docs/DEPLOY.md, Servers that run as their own user)")                                  \
+	X(TO_SERVER_CRED, "to-server-cred", FAIL,                                                  \
+	  "give the server's user a rundir it can use: the same shm_group for both ends with a "   \
+	  "group rundir (docs/DEPLOY.md, Servers that run as their own user)")                     \
 	X(TO_RING_ALLOC, "to-ring-alloc", FAIL, "fix the rundir findings above")                   \
 	X(TO_NO_RDMA_ROUTE, "to-no-rdma-route", WARN,                                              \
 	  "expected between hosts without RDMA; with RDMA NICs give this host (or container) the " \

@@ -174,6 +174,15 @@ static void ask_shm(struct doctor *d, const struct dest *t, struct answer *a)
 	if (dropped)
 		snprintf(priv, sizeof(priv),
 			 "; the server dropped privileges after listen() (registered by uid %u)", p.uid);
+	/* Asked before trust: the library looks no further than the mark. */
+	if (p.refuses) {
+		say(a, SHUNT_R_SERVER_CRED, DOC_TO_SERVER_CRED,
+		    "a live shunt listener (%s), registered by uid %u, marked refusing: a process of "
+		    "it dropped privileges and can no longer open %s, so no offer is made (TCP at "
+		    "once)",
+		    who, p.uid, d->rundir);
+		return;
+	}
 	if (refusers[0]) {
 		say(a, SHUNT_R_OFFER_TIMEOUT, DOC_TO_PEER_CRED,
 		    "a live shunt listener (%s)%s, but our offer (uid %u, group %u) is not trusted by "

@@ -23,6 +23,8 @@ struct regprobe {
 	unsigned gid;
 	unsigned mode;         /* the entry's permission bits */
 	int live;
+	int refuses;           /* live, and marked by a holder that dropped its
+				  privileges: clients make no offer (server-cred) */
 	int nholders;          /* processes of our PID namespace holding it */
 	long holders[REGPROBE_HOLDERS];
 	char progs[REGPROBE_HOLDERS][32];

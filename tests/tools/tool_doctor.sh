@@ -20,6 +20,9 @@
 #   privdrop    --to nginx (master root, worker nobody) on a group rundir:
 #               the users it accepts as now, trusted by shm_group (a client
 #               gets shm), peer-cred without it
+#   refusing    --to the same nginx on root's private rundir: its worker
+#               marked the entry, FAIL to-server-cred, kernel server-cred
+#               (and a client gets that)
 #   remote      --to a server in another network namespace (198.18.0.0/15),
 #               without and with a shuntd there: no-agent, no-rdma-route,
 #               fabric, no-peer-shim, a secret the agent does not have; the
@@ -377,6 +380,39 @@ t_local() {
 	note "--to: a live listener shm (and a client gets shm), rules, a server's rule declined (and a client is), a dead entry, a plain server; no connection made"
 }
 
+# start_nginx PORT GROUP: nginx (master root, one worker nobody:GROUP) on
+# 127.0.0.1:PORT under shunt, answering 204; its wrapper's pid in BG_PID.
+start_nginx() {
+	mkdir -p "$PDIR/nginx"
+	cat >"$PDIR/nginx.conf" <<-CONF
+		user nobody $2;
+		worker_processes 1;
+		daemon off;
+		master_process on;
+		pid $PDIR/nginx/nginx.pid;
+		error_log $PDIR/nginx/error.log warn;
+		events { worker_connections 64; }
+		http {
+		    access_log off;
+		    client_body_temp_path $PDIR/nginx/body;
+		    proxy_temp_path $PDIR/nginx/proxy;
+		    fastcgi_temp_path $PDIR/nginx/fastcgi;
+		    uwsgi_temp_path $PDIR/nginx/uwsgi;
+		    scgi_temp_path $PDIR/nginx/scgi;
+		    server { listen 127.0.0.1:$1; return 204; }
+		}
+	CONF
+	bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
+}
+
+# curl_204 PORT: one request under shunt to start_nginx's server, answered
+# 204.
+curl_204() {
+	runx curl -sS -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$1/" >"$PDIR/curl.out" 2>"$PDIR/curl.err" ||
+		die "curl failed: $(cat "$PDIR/curl.err")"
+	[[ $(cat "$PDIR/curl.out") == 204 ]] || die "nginx answered $(cat "$PDIR/curl.out")"
+}
+
 # A server that drops privileges after listen(): nginx, whose master (root)
 # registers the listener and whose workers accept as nobody, on the rundir
 # docs/DEPLOY.md gives it (root's, group nogroup, 2770, shm_group =
@@ -400,26 +436,7 @@ t_privdrop() {
 	chmod 644 "$DCONF"
 	local p npid
 	p=$(free_port)
-	mkdir -p "$PDIR/nginx"
-	cat >"$PDIR/nginx.conf" <<-CONF
-		user nobody $group;
-		worker_processes 1;
-		daemon off;
-		master_process on;
-		pid $PDIR/nginx/nginx.pid;
-		error_log $PDIR/nginx/error.log warn;
-		events { worker_connections 64; }
-		http {
-		    access_log off;
-		    client_body_temp_path $PDIR/nginx/body;
-		    proxy_temp_path $PDIR/nginx/proxy;
-		    fastcgi_temp_path $PDIR/nginx/fastcgi;
-		    uwsgi_temp_path $PDIR/nginx/uwsgi;
-		    scgi_temp_path $PDIR/nginx/scgi;
-		    server { listen 127.0.0.1:$p; return 204; }
-		}
-	CONF
-	bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
+	start_nginx "$p" "$group"
 	npid=$BG_PID
 	wait_port "$p" "$npid"
 	wait_registered "$p" "$RUNDIR"
@@ -443,13 +460,50 @@ t_privdrop() {
 	no_conns 127.0.0.1 "$p"
 	assert_log_lacks ' role=server '
 	# What the doctor said is what a client gets: a worker accepts on shm.
-	runx curl -sS -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$p/" >"$PDIR/curl.out" 2>"$PDIR/curl.err" ||
-		die "curl failed: $(cat "$PDIR/curl.err")"
-	[[ $(cat "$PDIR/curl.out") == 204 ]] || die "nginx answered $(cat "$PDIR/curl.out")"
+	curl_204 "$p"
 	stop "$npid"
 	assert_conns shm nginx server 1
 	assert_conns shm curl client 1
 	note "a server that dropped privileges after listen(): seen, trusted by shm_group (a client gets shm), not without it"
+}
+
+# The same nginx on root's private rundir (no shm_group), as it runs by
+# default: its worker (nobody) cannot open the rundir and marks the entry
+# refusing; the doctor reports server-cred, and a client goes to TCP at once
+# with that reason.
+t_refusing() {
+	doc_phase refusing shunt
+	if [[ $(id -u) -ne 0 ]] || ! command -v nginx >/dev/null; then
+		note "SKIP: needs root and nginx"
+		return 0
+	fi
+	chmod 711 "$TMP"
+	chmod 1777 "$PDIR" "$LOGDIR"
+	chmod 644 "$DCONF"
+	local p npid i
+	p=$(free_port)
+	start_nginx "$p" "$(id -gn nobody)"
+	npid=$BG_PID
+	wait_port "$p" "$npid"
+	wait_registered "$p" "$RUNDIR"
+	# Until the worker has dropped privileges and marked the entry (its
+	# size, shunt_registry_mark_refusing()).
+	for ((i = 0; i < 300; i++)); do
+		[[ -n $(find "$RUNDIR/l" -name "*-$p" -size +0c) ]] && break
+		sleep 0.05
+	done
+	doctor refusing --config "$DCONF" --connections 1 --to "127.0.0.1:$p"
+	expect_rc 1
+	has FAIL to-server-cred "registered by uid 0, marked refusing"
+	has FAIL to-server-cred "/nginx uid $(id -u nobody)"
+	to_is kernel server-cred
+	no_conns 127.0.0.1 "$p"
+	assert_log_lacks ' role=server '
+	# What the doctor said is what a client gets.
+	curl_204 "$p"
+	stop "$npid"
+	assert_log_count "$(conn_re curl client kernel server-cred)" 1
+	note "a server that dropped privileges and cannot open the rundir: FAIL to-server-cred, kernel server-cred (and a client gets it)"
 }
 
 # agent_metric NS NAME: a counter of the agent on that host's /metrics.
@@ -536,5 +590,6 @@ subtest small t_small
 subtest agent t_agent
 subtest local t_local
 subtest privdrop t_privdrop
+subtest refusing t_refusing
 subtest remote t_remote
 finish_subtests
