@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/shunt_rundir_layout.h"
+#include "core/shunt_rundir_open.h"
 #include "core/shunt_sweep.h"
 #include "core/shunt_tuple.h"
 #include "shuntd.h"
@@ -183,7 +184,7 @@ static int sweep_registry(const char *path, const char *name, void *arg)
 	(void)arg;
 	if (name[0] == '.')
 		return 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 	if (fd < 0)
 		return 0;
 	/* Every listener holds LOCK_SH while it lives; a listener racing us

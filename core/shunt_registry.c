@@ -17,6 +17,7 @@
 #include "shunt_real.h"
 #include "shunt_regname.h"
 #include "shunt_rundir_layout.h"
+#include "shunt_rundir_open.h"
 #include "shunt_tuple.h"
 
 unsigned long shunt_netns(void)
@@ -121,7 +122,8 @@ static int hold(const char *rundir, const char *name, int *owner)
 	if (entry_path(path, sizeof path, rundir, name))
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
-		int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, SHUNT_FILE_MODE);
+		int fd = shunt_rundir_open(path, O_RDONLY | O_CREAT, SHUNT_FILE_MODE, S_IFREG,
+					   SHUNT_ANY_OWNER, NULL);
 		if (fd < 0)
 			return -1;
 		share_like_dir(fd, rundir);
@@ -215,14 +217,14 @@ static int live(const char *rundir, const char *name, unsigned *uid)
 	char path[SHUNT_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
 		return 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	/* (Not a regular file: not an entry, and never one to wait on.) */
+	int fd = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, &st);
 	if (fd < 0)
 		return 0;
 	int ok;
-	struct stat st;
-	int have = fstat(fd, &st) == 0;
 	/* The listener created the entry: its owner is the listener's uid. */
-	if (uid && have)
+	if (uid)
 		*uid = (unsigned)st.st_uid;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		/* Nobody holds it: the listener is gone. */
@@ -230,8 +232,8 @@ static int live(const char *rundir, const char *name, unsigned *uid)
 		ok = SHUNT_REG_NONE;
 	} else {
 		ok = errno != EWOULDBLOCK ? SHUNT_REG_NONE
-		     : have && st.st_size > 0 ? SHUNT_REG_REFUSES
-					       : SHUNT_REG_LIVE;
+		     : st.st_size > 0 ? SHUNT_REG_REFUSES
+					: SHUNT_REG_LIVE;
 	}
 	REAL(close)(fd);
 	return ok;
@@ -283,7 +285,8 @@ static void cache_live(const char *rundir, const char *name, const uint8_t a[16]
 	char path[SHUNT_PATH_MAX];
 	if (entry_path(path, sizeof path, rundir, name))
 		return;
-	int fd = shunt_fd_own(open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), NULL);
+	int fd = shunt_fd_own(
+		shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, NULL), NULL);
 	if (fd < 0)
 		return;
 	pthread_mutex_lock(&reg_mu);

@@ -19,6 +19,7 @@
 #include "shunt_ownfd.h"
 #include "shunt_reserve.h"
 #include "shunt_rundir.h"
+#include "shunt_rundir_open.h"
 
 #define FILE_BYTES (sizeof(struct shunt_stats_file) + \
 		    SHUNT_STATS_SLOTS * sizeof(struct shunt_stat_slot))
@@ -73,7 +74,7 @@ static int sweep_one(const char *path, const char *name, void *arg)
 	int *removed = arg;
 	if (name[0] == '.')
 		return 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 	if (fd < 0)
 		return 0;
 	/* Free lock and a header: its owner died.  A file without a magic may
@@ -113,7 +114,8 @@ static struct shunt_stats_file *mine(void)
 	if (rd && shunt_rundir_path(path, sizeof path, rd, SHUNT_ROOM_STATS, "%d", (int)pid) == 0) {
 		SHUNT_GUARD_ENTER();
 		unlink(path); /* left by a dead process with our pid */
-		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int fd = shunt_rundir_open(path, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG,
+					   SHUNT_ANY_OWNER, NULL);
 		/* The header and the first slots reserved before anything is
 		 * touched; a full filesystem means no counters, not SIGBUS. */
 		if (fd >= 0 && ftruncate(fd, FILE_BYTES) == 0 &&

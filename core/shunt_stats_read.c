@@ -20,6 +20,7 @@
 #include "config/shunt_rundir_path.h"
 #include "shunt_reason.h"
 #include "shunt_rundir_layout.h"
+#include "shunt_rundir_open.h"
 
 /* A file without a header this old is not one being created: stale. */
 #define CREATING_GRACE_S 10
@@ -324,7 +325,7 @@ int shunt_stats_scan(const char *rundir, int flags,
 	if (removed)
 		*removed = 0;
 	snprintf(dir, sizeof dir, "%s/%s", rundir, shunt_room_dir(SHUNT_ROOM_STATS));
-	DIR *d = opendir(dir);
+	DIR *d = shunt_rundir_opendir(dir);
 	if (!d)
 		return errno == ENOENT ? 0 : -1;
 	/* Names first, then files in pid order: stable output. */
@@ -358,14 +359,10 @@ int shunt_stats_scan(const char *rundir, int flags,
 	int count = 0;
 	for (size_t i = 0; i < n; i++) {
 		snprintf(path, sizeof path, "%s/%ld", dir, pids[i]);
-		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		struct stat st;
+		int fd = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, &st);
 		if (fd < 0)
 			continue;
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close(fd);
-			continue;
-		}
 		int stale = staleness(fd, &st);
 		if (stale > 0 && (flags & SHUNT_SCAN_ENDED))
 			stale = 0;

@@ -10,11 +10,12 @@
 
 #include "shunt_real.h"
 #include "shunt_rundir_layout.h"
+#include "shunt_rundir_open.h"
 
 void shunt_sweep_dir(const char *dir, unsigned max,
 		     int (*fn)(const char *path, const char *name, void *arg), void *arg)
 {
-	DIR *d = opendir(dir);
+	DIR *d = shunt_rundir_opendir(dir);
 	if (!d)
 		return;
 	char path[2 * SHUNT_PATH_MAX];

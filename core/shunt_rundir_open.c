@@ -1,0 +1,49 @@
+/* Opening what is in the runtime directory (shunt_rundir_open.h). */
+#include "shunt_rundir_open.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "shunt_real.h"
+
+int shunt_rundir_openat(int dfd, const char *name, int flags, mode_t mode, mode_t type,
+			uid_t owner, struct stat *st)
+{
+	struct stat own;
+	if (!st)
+		st = &own;
+	int fd = openat(dfd, name, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+	if (fd < 0)
+		return -1;
+	int err = 0;
+	if (fstat(fd, st) < 0)
+		err = errno;
+	else if ((st->st_mode & S_IFMT) != type)
+		err = EINVAL;
+	else if (owner != SHUNT_ANY_OWNER && st->st_uid != owner)
+		err = EPERM;
+	if (!err)
+		return fd;
+	REAL(close)(fd);
+	errno = err;
+	return -1;
+}
+
+DIR *shunt_rundir_opendir(const char *dir)
+{
+	int dfd = shunt_rundir_open(dir, O_RDONLY | O_DIRECTORY, 0, S_IFDIR, SHUNT_ANY_OWNER, NULL);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d && dfd >= 0) {
+		int e = errno;
+		REAL(close)(dfd);
+		errno = e;
+	}
+	return d;
+}
+
+int shunt_rundir_open(const char *path, int flags, mode_t mode, mode_t type, uid_t owner,
+		      struct stat *st)
+{
+	return shunt_rundir_openat(AT_FDCWD, path, flags, mode, type, owner, st);
+}

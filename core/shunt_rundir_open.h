@@ -1,0 +1,33 @@
+/* Opening what is in the runtime directory.  Anyone who can write there
+ * (the user, a shm_group member, a broken tool) may have left a FIFO, a
+ * symlink, a device or a directory where a file is expected: an open must
+ * never block on it (a FIFO waits for a writer), never follow it, and what
+ * it opened must be the kind of file the caller reads.  Used for every
+ * file the library and shuntd open there. */
+#ifndef SHUNT_RUNDIR_OPEN_H
+#define SHUNT_RUNDIR_OPEN_H
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define SHUNT_ANY_OWNER ((uid_t)-1)
+
+/* open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode),
+ * then fstat: the fd when the file is of type (S_IFREG, S_IFDIR, ...) and,
+ * unless owner is SHUNT_ANY_OWNER, owned by owner; *st (may be NULL) gets
+ * its fstat.  Otherwise -1 with errno (ELOOP: a symlink; EPERM: another
+ * owner; EINVAL: another type).  The fd is closed with REAL(close). */
+int shunt_rundir_open(const char *path, int flags, mode_t mode, mode_t type, uid_t owner,
+		      struct stat *st);
+
+/* The same, relative to the directory fd dfd (openat). */
+int shunt_rundir_openat(int dfd, const char *name, int flags, mode_t mode, mode_t type,
+			uid_t owner, struct stat *st);
+
+/* opendir(dir) for a directory of the rundir, refusing a symlink in its
+ * place (that would list, and have a sweep remove, another directory's
+ * files).  NULL with errno when it is not a directory. */
+DIR *shunt_rundir_opendir(const char *dir);
+
+#endif

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Hostile and broken environments (issue 14): no crash, no hijack, no hang,
+nothing lost.
+
+    hostile.py fifo|...
+
+Each scenario plants or provokes one hostile condition and checks the real
+outcome: the bytes an application moves, the transport its connection took
+(from the library's log), the agent's answers and its /metrics.  Helpers
+(the agent protocol written in Python, agents, listeners, rundirs) are
+tests/agent/agent_e2e.py's.
+
+Environment (set by ctest): SHUNTD, RDV_PROBE, SHUNT_LIB, PROGS.
+Prints "FAIL: ..." and exits 1 on failure.
+"""
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent"))
+import agent_e2e as ae  # noqa: E402
+from agent_e2e import check, fail, note  # noqa: E402
+
+SCENARIO = sys.argv[1] if len(sys.argv) > 1 else "?"
+ae.NAME = "hostile_" + SCENARIO
+
+
+def netns_inode():
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def regname(ip, port):
+    """core/shunt_regname.c: the registry entry of a loopback listener."""
+    return "n%d-%s-%d" % (netns_inode(), ae.mapped(ip).hex(), port)
+
+
+def plain_server(host="127.0.0.1"):
+    """echo_server without shunt: (proc, port)."""
+    pf = os.path.join(tempfile.mkdtemp(prefix="hostile-port-"), "port")
+    ae.CLEANUP.append(os.path.dirname(pf))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    p = subprocess.Popen([os.path.join(ae.PROGS, "echo_server"), "--host", host, "--port", "0",
+                          "--port-file", pf, "--conns", "0"], env=env,
+                         stdout=subprocess.DEVNULL)
+    ae.PROCS.append(p)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        check(p.poll() is None, "echo_server exited")
+        if os.path.exists(pf) and os.path.getsize(pf) > 0:
+            with open(pf) as f:
+                return p, int(f.read().strip())
+        time.sleep(0.02)
+    fail("echo_server did not start")
+
+
+def shunt_env(rundir, logdir, extra=None):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_PRELOAD": ae.SHUNT_LIB,
+           "SHUNT_RUNDIR": rundir, "SHUNT_CONFIG": "/dev/null", "SHUNT_LOG": "debug",
+           "SHUNT_LOG_FILE": os.path.join(logdir, "%p.log")}
+    env.update(extra or {})
+    return env
+
+
+def logs(logdir):
+    out = ""
+    for f in sorted(os.listdir(logdir)):
+        with open(os.path.join(logdir, f)) as fh:
+            out += fh.read()
+    return out
+
+
+def echo_client(port, env, timeout=20, conns=1, nbytes=10000, what="echo_client"):
+    """echo_client under shunt: checks its exit and its PASS line; returns its
+    output.  A hang is a failure, never a wait without end."""
+    cmd = [os.path.join(ae.PROGS, "echo_client"), "--port", str(port), "--conns", str(conns),
+           "--bytes", str(nbytes)]
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"{what} hung ({timeout} s)")
+    check(r.returncode == 0 and "PASS echo_client" in r.stdout,
+          f"{what} failed ({r.returncode}): {r.stdout[-300:]}{r.stderr[-300:]}")
+    return r.stdout
+
+
+def mkfifo(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.mkfifo(path, 0o600)
+
+
+# ---- item 10: a FIFO planted in the rundir -----------------------------------
+
+def t_fifo():
+    """FIFOs where the registry entry of a destination, a counters file and
+    an offer would be: a shunt client's connect() finishes on the kernel path
+    with a reason, the bytes echo; shuntd answers a QUERY for that
+    destination and serves /metrics; nothing waits for a FIFO writer."""
+    rd = ae.make_rundir()
+    srv, port = plain_server()
+    # The library makes l/ o/ s/ at its first use; shuntd makes f/ r/.
+    fifos = [os.path.join(rd, "l", regname("127.0.0.1", port)),
+             os.path.join(rd, "s", "1"),
+             os.path.join(rd, "o", "a-1-0"),
+             os.path.join(rd, "f", ae.offer_key("127.0.0.1", 40001, "127.0.0.1", port)),
+             os.path.join(rd, "r", "0123456789abcdef.s")]
+    for f in fifos:
+        mkfifo(f)
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    echo_client(port, shunt_env(rd, logdir), what="a shunt client with FIFOs in the rundir")
+    log = logs(logdir)
+    m = re.search(r"conn fd=\d+ role=client .*transport=(\S+)(?: reason=(\S+))?", log)
+    check(m and m.group(1) == "kernel" and m.group(2),
+          f"the client's connection: no kernel decision with a reason in the log:\n{log[-800:]}")
+    note(f"client connect() with FIFOs in l/ s/ o/: kernel path ({m.group(2)}), bytes echoed")
+
+    agent = ae.Agent(rd, ae.free_port())
+    c = ae.Conn(agent.addr, timeout=5)
+    try:
+        r = c.request(ae.QUERY, ae.query_body("127.0.0.1", port))
+    except OSError:
+        r = None
+    check(r == (ae.QUERY_ANSWER, b"\1"), f"QUERY for a FIFO'd registry entry answered {r!r}")
+    c.close()
+    s = agent.metrics()
+    ae.expect(s, "shuntd_queries_total", 1, result="none")
+    for f in fifos:
+        check(stat.S_ISFIFO(os.lstat(f).st_mode) or not os.path.exists(f),
+              f"{f} became something else")
+    rc, _ = agent.stop()
+    check(rc == 0, f"shuntd exited {rc}")
+    srv.kill()
+    note("shuntd with FIFOs in l/ s/ o/ f/ r/: QUERY answered, /metrics served, clean stop")
+
+
+SCENARIOS = {"fifo": t_fifo}
+
+
+def main():
+    for need in (ae.SHUNTD, ae.SHUNT_LIB, ae.PROGS):
+        check(need and os.path.exists(need), f"missing {need!r} (SHUNTD, SHUNT_LIB, PROGS)")
+    check(SCENARIO in SCENARIOS, f"usage: hostile.py {'|'.join(SCENARIOS)}")
+    try:
+        SCENARIOS[SCENARIO]()
+    except (OSError, subprocess.SubprocessError) as e:
+        fail(f"{type(e).__name__}: {e}")
+    finally:
+        for p in ae.PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for d in ae.CLEANUP:
+            subprocess.run(["rm", "-rf", d])
+    print(f"PASS {ae.NAME}")
+
+
+if __name__ == "__main__":
+    main()
