@@ -40,6 +40,7 @@
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_reserve.h"
+#include "core/shunt_rundir_open.h"
 #include "shm_internal.h"
 
 /* A process's first arenas are small (most make a few connections); later
@@ -101,7 +102,7 @@ static int open_arena(const char *name)
 	char path[SHUNT_PATH_MAX];
 	if (arena_path(path, sizeof path, name))
 		return -1;
-	return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	return shunt_rundir_open(path, O_RDWR, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 }
 
 /* This process's description of a, for slot locks (arena_mu held). */
@@ -140,11 +141,13 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 		owned += arenas[i].owner == shunt_pid() && arenas[i].base;
 	a->nslots = owned < 2 ? 4 : owned < 4 ? 16 : SHM_ARENA_SLOTS;
 	size_t len = (size_t)slot_size * a->nslots;
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = shunt_rundir_open(path, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG, SHUNT_ANY_OWNER,
+				   NULL);
 	if (fd < 0 && errno == EEXIST) {
 		/* A dead process of ours with a recycled pid. */
 		unlink(path);
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		fd = shunt_rundir_open(path, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG,
+				       SHUNT_ANY_OWNER, NULL);
 	}
 	if (fd < 0)
 		return NULL;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/shunt_real.h"
+#include "core/shunt_rundir_open.h"
 #include "core/shunt_sweep.h"
 #include "shm_internal.h"
 
@@ -34,7 +35,7 @@ static int sweep_one(const char *path, const char *name, void *arg)
 	} else if (S_ISREG(st.st_mode) && !strncmp(name, "a-", 2)) {
 		/* An arena: its owner holds LOCK_SH for life.  Ends in other
 		 * processes keep their mappings after the name goes. */
-		int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int f = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 		if (f >= 0 && flock(f, LOCK_EX | LOCK_NB) == 0)
 			unlink(path);
 		if (f >= 0)
