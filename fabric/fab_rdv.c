@@ -31,6 +31,7 @@
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
+#include "core/shunt_rundir_open.h"
 
 /* ---- per-host negative cache ---------------------------------------------------
  * 4-way set associative, 64 sets: a lookup reads at most 4 entries under a
@@ -512,12 +513,12 @@ static int same_tuple(const struct agent_tuple *w, const struct shunt_tuple *t)
 static int take_frame(const char *path, int mine, int type, size_t len, struct agent_msg *m)
 {
 	uint8_t buf[AGENT_FRAME_MAX + 1];
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	int fd = shunt_rundir_open(path, O_RDONLY, 0, S_IFREG, SHUNT_ANY_OWNER, &st);
 	if (fd < 0)
 		return -1;
-	struct stat st;
 	ssize_t n = -1;
-	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (!mine || st.st_uid == geteuid());
+	int ok = !mine || st.st_uid == geteuid();
 	if (ok && (size_t)st.st_size == len)
 		n = REAL(read)(fd, buf, sizeof buf);
 	REAL(close)(fd);

@@ -255,7 +255,8 @@ static int start_locked(void)
 		mkdir(dir, 0700);
 		inofd = shunt_fd_own(inotify_init1(IN_CLOEXEC | IN_NONBLOCK), &inofd);
 		struct epoll_event ie = {.events = EPOLLIN, .data.ptr = TAG_RELAY};
-		if (inofd >= 0 && (inotify_add_watch(inofd, dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0 ||
+		if (inofd >= 0 && (inotify_add_watch(inofd, dir, IN_MOVED_TO | IN_CLOSE_WRITE |
+						       IN_ONLYDIR | IN_DONT_FOLLOW) < 0 ||
 				   REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, inofd, &ie) < 0)) {
 			shunt_fd_release(inofd);
 			inofd = -1;
