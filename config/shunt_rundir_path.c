@@ -30,9 +30,23 @@ int shunt_rundir_candidates(const char *configured, unsigned euid, int run_in_me
 	return n;
 }
 
-int shunt_rundir_acceptable(const struct stat *st, unsigned euid)
+const char *shunt_rundir_refusal(const struct stat *st, unsigned euid, int shared)
 {
-	return S_ISDIR(st->st_mode) && st->st_uid == euid && !(st->st_mode & 002);
+	if (!S_ISDIR(st->st_mode))
+		return "not a directory";
+	if (st->st_uid != euid)
+		return "another user's";
+	if (st->st_mode & 002)
+		return "writable by others";
+	/* A member of the group could plant offers: private means private. */
+	if (!shared && (st->st_mode & 020))
+		return "writable by its group, and shm_group is not set";
+	return NULL;
+}
+
+int shunt_rundir_acceptable(const struct stat *st, unsigned euid, int shared)
+{
+	return !shunt_rundir_refusal(st, euid, shared);
 }
 
 int shunt_fs_in_memory(unsigned long f_type)

@@ -20,10 +20,13 @@
 int shunt_rundir_candidates(const char *configured, unsigned euid, int run_in_memory,
 			    char out[SHUNT_RUNDIR_CANDIDATES][SHUNT_RUNDIR_MAX + 1]);
 
-/* 1 when a directory (lstat result) may be part of euid's rundir: a
- * directory, owned by euid, not writable by others (no one else can plant
- * offers or registry entries in it). */
-int shunt_rundir_acceptable(const struct stat *st, unsigned euid);
+/* Why a directory (lstat result) may not be part of euid's rundir, or
+ * NULL when it may: a directory, owned by euid, not writable by others, nor
+ * by its group unless shared (shm_group is set): no one else can plant
+ * offers or registry entries in it. */
+const char *shunt_rundir_refusal(const struct stat *st, unsigned euid, int shared);
+/* 1 when shunt_rundir_refusal() has nothing to say. */
+int shunt_rundir_acceptable(const struct stat *st, unsigned euid, int shared);
 
 /* 1 when a statfs f_type is tmpfs or ramfs: rings live in the rundir, and a
  * ring on disk would be written back to it. */

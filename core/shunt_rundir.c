@@ -12,6 +12,7 @@
 #include "shunt_log.h"
 #include "shunt_real.h"
 #include "shunt_rundir.h"
+#include "shunt_rundir_open.h"
 #include "config/shunt_rundir_path.h"
 
 static char rundir[SHUNT_PATH_MAX];
@@ -22,45 +23,82 @@ static gid_t group_gid;
 
 #define GROUP_DIR_MODE 02770 /* setgid: what is created inside is the group's */
 
-/* A directory of ours: owned by this uid and not writable by others, so no
+/* A directory of ours: owned by this uid and writable by no one else, so no
  * other user can plant offers or registry entries in it.  With shm_group
- * also one of the group's: its group, group-writable, setgid (every file
- * made in it belongs to the group, whoever makes it), never writable by
- * others; one we own is made so. */
-static int own_dir(const char *path)
+ * one of the group's: its group, group-writable, setgid (every file made
+ * in it belongs to the group, whoever makes it), never writable by others;
+ * one we own is made so.  -1 with *why (may stay empty: nothing to tell)
+ * when it may not be used. */
+static int own_dir(const char *path, char *why, size_t whylen)
 {
+	why[0] = 0;
 	if (mkdir(path, group_on ? GROUP_DIR_MODE : 0700) < 0 && errno != EEXIST)
 		return -1;
-	struct stat st;
-	if (!group_on)
-		return lstat(path, &st) < 0 || !shunt_rundir_acceptable(&st, geteuid()) ? -1 : 0;
 	/* By descriptor: what is checked and changed is what we opened. */
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	struct stat st;
+	int fd = shunt_rundir_open(path, O_RDONLY | O_DIRECTORY, 0, S_IFDIR, SHUNT_ANY_OWNER, &st);
+	if (fd < 0) {
+		int e = errno;
+		if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+			snprintf(why, whylen, "a symlink");
+		else if (e == EACCES && st.st_uid != geteuid())
+			snprintf(why, whylen, "it belongs to uid %u", (unsigned)st.st_uid);
+		else
+			snprintf(why, whylen, "%s", e == EINVAL ? "not a directory" : strerror(e));
 		return -1;
-	int ok = fstat(fd, &st) == 0 && !(st.st_mode & 002);
-	if (ok && st.st_uid == geteuid()) {
+	}
+	const char *no = shunt_rundir_refusal(&st, (unsigned)geteuid(), group_on);
+	if (no && st.st_uid != geteuid())
+		snprintf(why, whylen, "it belongs to uid %u", (unsigned)st.st_uid);
+	else if (no)
+		snprintf(why, whylen, "%s", no);
+	if (!group_on || st.st_mode & 002) {
+		REAL(close)(fd);
+		return no ? -1 : 0;
+	}
+	why[0] = 0;
+	int ok = 1;
+	if (st.st_uid == geteuid()) {
 		/* (mkdir's mode went through the umask.) */
-		if (st.st_gid != group_gid && fchown(fd, (uid_t)-1, group_gid) < 0)
-			ok = 0; /* not a member of the group */
-		else if ((st.st_mode & 07777) != GROUP_DIR_MODE && fchmod(fd, GROUP_DIR_MODE) < 0)
+		if (st.st_gid != group_gid && fchown(fd, (uid_t)-1, group_gid) < 0) {
 			ok = 0;
-	} else if (ok) {
+			snprintf(why, whylen, "cannot give it to the shm_group: not a member?");
+		} else if ((st.st_mode & 07777) != GROUP_DIR_MODE && fchmod(fd, GROUP_DIR_MODE) < 0) {
+			ok = 0;
+			snprintf(why, whylen, "cannot make it mode 2770");
+		}
+	} else {
 		ok = st.st_gid == group_gid && (st.st_mode & 02070) == 02070;
+		if (!ok)
+			snprintf(why, whylen, "neither this user's nor the shm_group's");
 	}
 	REAL(close)(fd);
 	return ok ? 0 : -1;
 }
 
-static int try_rundir(const char *dir)
+/* 0 when dir (and its rooms) can be ours; else -1, and *why says what is
+ * wrong with what is there (empty: it could not be made). */
+static int try_rundir(const char *dir, char *why, size_t whylen)
 {
 	char sub[SHUNT_PATH_MAX + 4];
-	if (strlen(dir) > SHUNT_RUNDIR_MAX || own_dir(dir) < 0)
+	why[0] = 0;
+	if (strlen(dir) > SHUNT_RUNDIR_MAX) {
+		snprintf(why, whylen, "longer than %d bytes", SHUNT_RUNDIR_MAX);
 		return -1;
-	for (int r = 0; r < SHUNT_ROOM_COUNT; r++)
-		if (shunt_room_made_by_library(r) &&
-		    (shunt_rundir_path(sub, sizeof sub, dir, r, NULL) < 0 || own_dir(sub) < 0))
+	}
+	if (own_dir(dir, why, whylen) < 0)
+		return -1;
+	for (int r = 0; r < SHUNT_ROOM_COUNT; r++) {
+		if (!shunt_room_made_by_library(r))
+			continue;
+		if (shunt_rundir_path(sub, sizeof sub, dir, r, NULL) < 0 ||
+		    own_dir(sub, why, whylen) < 0) {
+			char in[128];
+			snprintf(in, sizeof in, "%s", why);
+			snprintf(why, whylen, "%s/: %s", shunt_room_dir(r), in[0] ? in : "cannot be made");
 			return -1;
+		}
+	}
 	snprintf(rundir, sizeof rundir, "%s", dir);
 	return 0;
 }
@@ -120,13 +158,23 @@ const char *shunt_rundir(void)
 	int n = shunt_rundir_candidates(cfg->rundir, (unsigned)geteuid(),
 					!cfg->rundir[0] && geteuid() == 0 && memory_backed("/run"),
 					cand);
-	for (int i = 0; i < n && ok < 0; i++)
-		ok = try_rundir(cand[i]);
-	if (cfg->rundir[0] && ok < 0)
-		shunt_log(SHUNT_LOG_WARN,
-			  "rundir %s is not usable (longer than 80 bytes, not ours%s, or writable by others); shm is off",
-			  cfg->rundir, group_on ? " nor the shm_group's" : "");
-	else if (cfg->rundir[0] && !memory_backed(rundir))
+	/* A candidate someone else made first (/dev/shm/shunt-$UID is any
+	 * user's to create), or one others can write, is refused out loud:
+	 * silently moving on would let anyone turn shm off for this user. */
+	int refused = 0;
+	for (int i = 0; i < n && ok < 0; i++) {
+		char why[160];
+		ok = try_rundir(cand[i], why, sizeof why);
+		if (ok < 0 && (why[0] || cfg->rundir[0])) {
+			refused = i + 1;
+			shunt_log(SHUNT_LOG_WARN, "rundir %s is not usable (%s)%s", cand[i],
+				  why[0] ? why : "it cannot be made",
+				  i + 1 < n ? "; trying the next" : "; shm is off");
+		}
+	}
+	if (ok == 0 && refused)
+		shunt_log(SHUNT_LOG_WARN, "rundir: using %s", rundir);
+	if (cfg->rundir[0] && ok == 0 && !memory_backed(rundir))
 		shunt_log(SHUNT_LOG_WARN,
 			  "rundir %s is not on tmpfs: ring pages will be written back to disk",
 			  rundir);

@@ -96,8 +96,9 @@ int shunt_stats_rundir_why(const char *override, char *out, size_t outlen, char 
 		char sub[SHUNT_STATS_DIR_MAX + 4];
 		snprintf(sub, sizeof sub, "%s/%s", cand[i], shunt_room_dir(SHUNT_ROOM_STATS));
 		int exists = lstat(cand[i], &st) == 0;
-		if (exists && shunt_rundir_acceptable(&st, euid) && lstat(sub, &st) == 0 &&
-		    shunt_rundir_acceptable(&st, euid)) {
+		int shared = c.shm_group[0] != 0;
+		if (exists && shunt_rundir_acceptable(&st, euid, shared) && lstat(sub, &st) == 0 &&
+		    shunt_rundir_acceptable(&st, euid, shared)) {
 			snprintf(out, outlen, "%s", cand[i]);
 			if (!c.rundir[0])
 				add_why(why, whylen, " %s (exists and is this user's)", cand[i]);
@@ -105,7 +106,8 @@ int shunt_stats_rundir_why(const char *override, char *out, size_t outlen, char 
 		}
 		if (!c.rundir[0])
 			add_why(why, whylen, " %s (%s),", cand[i],
-				exists ? "not this user's, or writable by others" : "absent");
+				exists ? "not this user's, or writable by others or its group"
+				       : "absent");
 	}
 	/* None yet: no process has counters; the first is where they will be. */
 	snprintf(out, outlen, "%s", cand[0]);

@@ -138,7 +138,72 @@ def t_fifo():
     note("shuntd with FIFOs in l/ s/ o/ f/ r/: QUERY answered, /metrics served, clean stop")
 
 
-SCENARIOS = {"fifo": t_fifo}
+# ---- item 14: a private rundir others can write, or someone else's -----------
+
+def shunt_pair(rd, logdir, uid=None, extra=None):
+    """A shunt echo_server and a shunt echo_client (as uid) over loopback;
+    returns the transport the client's connection took and the log."""
+    env = shunt_env(rd, logdir, extra)
+    if rd is None:
+        del env["SHUNT_RUNDIR"]
+    srv, port = ae.listener(rd or "", "127.0.0.1", uid=uid, env_extra={
+        k: v for k, v in env.items() if k not in ("PATH", "LD_PRELOAD")})
+    cmd = [os.path.join(ae.PROGS, "echo_client"), "--port", str(port), "--bytes", "10000"]
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20,
+                           preexec_fn=ae.as_user(uid))
+    except subprocess.TimeoutExpired:
+        fail("echo_client hung")
+    check(r.returncode == 0 and "PASS echo_client" in r.stdout,
+          f"echo_client failed: {r.stdout[-300:]}{r.stderr[-300:]}")
+    srv.kill()
+    srv.wait()
+    log = logs(logdir)
+    m = re.search(r"conn fd=\d+ role=client .*transport=(\S+)", log)
+    check(m, f"no decision for the client in the log:\n{log[-800:]}")
+    return m.group(1), log
+
+
+def t_rundir():
+    """A private rundir (no shm_group) writable by its group is refused with
+    a warning, as one writable by others is: a group member could plant
+    offers and registry entries.  A default rundir another user made first
+    (/dev/shm/shunt-$UID) is refused with a warning naming it, not skipped
+    in silence."""
+    rd = ae.make_rundir()
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    tp, log = shunt_pair(rd, logdir)
+    check(tp == "shm", f"a private rundir (0700): transport {tp}, expected shm")
+    os.chmod(rd, 0o770)
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    tp, log = shunt_pair(rd, logdir)
+    check(tp == "kernel", f"a group-writable private rundir was used: transport {tp}")
+    check(re.search(rf"warn: rundir {re.escape(rd)} .*writable by its group", log),
+          f"no warning about the group-writable rundir:\n{log[-800:]}")
+    note("private rundir writable by its group: refused with a warning, connection on TCP")
+
+    # Someone else's /dev/shm/shunt-$UID (and /tmp/shunt-$UID).
+    victim, squatter = 61021, 61022
+    squatted = [f"/dev/shm/shunt-{victim}", f"/tmp/shunt-{victim}"]
+    for d in squatted:
+        subprocess.run(["rm", "-rf", d])
+        os.mkdir(d, 0o755)
+        os.chown(d, squatter, squatter)
+        ae.CLEANUP.append(d)
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    os.chmod(logdir, 0o777)
+    tp, log = shunt_pair(None, logdir, uid=victim)
+    check(tp == "kernel", f"transport {tp} with both default rundirs squatted")
+    for d in squatted:
+        check(re.search(rf"warn: rundir {re.escape(d)} .*belongs to uid {squatter}", log),
+              f"no warning naming {d} and its owner:\n{log[-800:]}")
+    note("default rundirs made by another user: refused, each named in a warning")
+
+
+SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir}
 
 
 def main():

@@ -232,10 +232,16 @@ Test(rundir_path, candidates_follow_the_library_rules)
 	longp[sizeof longp - 1] = 0;
 	cr_assert_eq(shunt_rundir_candidates(longp, 0, 1, c), 0);
 	struct stat st = {.st_mode = S_IFDIR | 0700, .st_uid = 5};
-	cr_assert(shunt_rundir_acceptable(&st, 5));
-	cr_assert(!shunt_rundir_acceptable(&st, 6));
+	cr_assert(shunt_rundir_acceptable(&st, 5, 0));
+	cr_assert(!shunt_rundir_acceptable(&st, 6, 0));
 	st.st_mode = S_IFDIR | 0777;
-	cr_assert(!shunt_rundir_acceptable(&st, 5));
+	cr_assert(!shunt_rundir_acceptable(&st, 5, 1));
+	/* Group-writable: a shared rundir's, never a private one's. */
+	st.st_mode = S_IFDIR | 02770;
+	cr_assert(shunt_rundir_acceptable(&st, 5, 1));
+	cr_assert(!shunt_rundir_acceptable(&st, 5, 0));
+	cr_assert_str_eq(shunt_rundir_refusal(&st, 5, 0),
+			 "writable by its group, and shm_group is not set");
 	st.st_mode = S_IFREG | 0700;
-	cr_assert(!shunt_rundir_acceptable(&st, 5));
+	cr_assert(!shunt_rundir_acceptable(&st, 5, 1));
 }
