@@ -196,17 +196,17 @@ int main(int argc, char **argv)
 	}
 	char upath[300];
 	snprintf(upath, sizeof upath, "%s/agent.sock", shuntd.rundir);
+	/* The rundir owner's (root's agent acts as the owner there), and its
+	 * group's in a shared rundir: connecting needs write permission.  Set
+	 * by the umask at bind, never by a chmod of a path someone could
+	 * have swapped since. */
+	struct stat rst;
+	int shared = stat(shuntd.rundir, &rst) == 0 && (rst.st_mode & 02070) == 02070;
+	mode_t um = umask(shared ? 0117 : 0177);
 	int ufd = net_unix_listen(upath, err, sizeof err);
+	umask(um);
 	if (ufd < 0) {
 		fprintf(stderr, "shuntd: %s\n", err);
-		return 1;
-	}
-	/* Root's agent serving a user's rundir: the socket is that user's, so
-	 * the user's shims can connect to it. */
-	struct stat rst;
-	if (geteuid() == 0 && stat(shuntd.rundir, &rst) == 0 && rst.st_uid != 0 &&
-	    chown(upath, rst.st_uid, rst.st_gid) < 0) {
-		fprintf(stderr, "shuntd: chown %s: %s\n", upath, strerror(errno));
 		return 1;
 	}
 	if (daemon && daemonize() < 0) {
@@ -214,9 +214,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (pidfile) {
+		shuntd_outside_rundir(1);
 		FILE *pf = fopen(pidfile, "we");
 		if (!pf || fprintf(pf, "%d\n", (int)getpid()) < 0 || fclose(pf) != 0) {
 			fprintf(stderr, "shuntd: --pidfile %s: %s\n", pidfile, strerror(errno));
+			return 1;
+		}
+		if (shuntd_outside_rundir(0) < 0) {
+			fprintf(stderr, "shuntd: cannot act as the rundir's owner again\n");
 			return 1;
 		}
 	}
@@ -240,7 +245,7 @@ int main(int argc, char **argv)
 	close(tfd);
 	close(ufd);
 	unlink(upath);
-	if (pidfile)
+	if (pidfile && shuntd_outside_rundir(1) == 0)
 		unlink(pidfile);
 	ev_free(shuntd.el);
 	memset(shuntd.secret, 0, sizeof shuntd.secret);

@@ -78,7 +78,16 @@ void client_reap(struct ev_loop *el, void *data);
 void client_close_all(void);
 
 /* shuntd_rundir.c */
+/* Make the rundir's rooms.  Root's agent in a rundir another user owns
+ * acts there from now on as that user (file access only). */
 int rundir_prepare(const char *rundir, char *err, size_t errlen);
+/* The uid files are created and checked with: the rundir owner's when
+ * acting as it, else the agent's. */
+uid_t shuntd_fsuid(void);
+/* on: root's own file access back, for a file outside the rundir (the
+ * pidfile); 0: the rundir owner's again.  0, or -1.  Nothing to do unless
+ * acting as the owner. */
+int shuntd_outside_rundir(int on);
 /* The rundir and its subdirectories are still usable (cheap: no listing).
  * 0, or -1 with the reason in err. */
 int rundir_check(const char *rundir, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,31 +47,64 @@ static int subdir(const char *rundir, const char *sub, const struct stat *owner,
 		snprintf(err, errlen, "mkdir %s: %s", p, strerror(errno));
 		return -1;
 	}
+	/* By descriptor: what is checked is what is changed. */
 	struct stat st;
-	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	int fd = shunt_rundir_open(p, O_RDONLY | O_DIRECTORY, 0, S_IFDIR, SHUNT_ANY_OWNER, &st);
+	if (fd < 0) {
 		snprintf(err, errlen, "%s is not a directory", p);
 		return -1;
 	}
 	/* (mkdir's mode went through the umask; the group is the rundir's
 	 * by setgid, unless the directory is older than that.) */
-	if (group_dir(owner) && st.st_uid == geteuid() &&
+	int rc = 0;
+	if (group_dir(owner) && st.st_uid == shuntd_fsuid() &&
 	    ((st.st_mode & 07777) != GROUP_DIR_MODE || st.st_gid != owner->st_gid) &&
-	    (chown(p, (uid_t)-1, owner->st_gid) < 0 || chmod(p, GROUP_DIR_MODE) < 0)) {
+	    (fchown(fd, (uid_t)-1, owner->st_gid) < 0 || fchmod(fd, GROUP_DIR_MODE) < 0)) {
 		snprintf(err, errlen, "%s: cannot make it the group's: %s", p, strerror(errno));
-		return -1;
+		rc = -1;
 	}
-	/* Root's agent serving another user's rundir: the directory belongs
-	 * to that user, as if the shims had made it. */
-	if (st.st_uid != owner->st_uid && geteuid() == 0 && chown(p, owner->st_uid, owner->st_gid) < 0) {
-		snprintf(err, errlen, "chown %s: %s", p, strerror(errno));
+	close(fd);
+	return rc;
+}
+
+/* Root's agent serving a rundir another user owns acts there as that user
+ * (setfsuid/setfsgid: file access only; the agent stays root otherwise).
+ * The owner can swap any name there for a symlink between a check and a
+ * use; as the owner, whatever the agent then creates, removes or changes
+ * is something the owner could have touched anyway.  What the agent makes
+ * (subdirectories, agent.sock, relayed positions) is the owner's. */
+static uid_t fs_uid;         /* whose rights files are touched with */
+static uid_t owner_uid;      /* the rundir's owner, when acting as it */
+static gid_t owner_gid;
+static int as_owner;
+
+uid_t shuntd_fsuid(void)
+{
+	return fs_uid;
+}
+
+static int act_as(uid_t uid, gid_t gid)
+{
+	setfsgid(gid);
+	setfsuid(uid);
+	/* (Both return the previous id: asking again tells whether it took.) */
+	if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid)
 		return -1;
-	}
+	fs_uid = uid;
 	return 0;
+}
+
+int shuntd_outside_rundir(int on)
+{
+	if (!as_owner)
+		return 0;
+	return on ? act_as(0, 0) : act_as(owner_uid, owner_gid);
 }
 
 int rundir_prepare(const char *rundir, char *err, size_t errlen)
 {
 	struct stat st;
+	fs_uid = geteuid();
 	if (mkdir(rundir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "mkdir %s: %s", rundir, strerror(errno));
 		return -1;
@@ -78,6 +112,16 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen)
 	if (lstat(rundir, &st) < 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 002)) {
 		snprintf(err, errlen, "rundir %s: not a directory, or writable by others", rundir);
 		return -1;
+	}
+	if (geteuid() == 0 && st.st_uid != 0) {
+		owner_uid = st.st_uid;
+		owner_gid = st.st_gid;
+		as_owner = 1;
+		if (act_as(owner_uid, owner_gid) < 0) {
+			snprintf(err, errlen, "rundir %s: cannot act as its owner (uid %u)", rundir,
+				 (unsigned)st.st_uid);
+			return -1;
+		}
 	}
 	for (int r = 0; r < SHUNT_ROOM_COUNT; r++)
 		if (subdir(rundir, shunt_room_dir(r), &st, err, errlen) < 0)
@@ -131,8 +175,11 @@ static int file_frame(const char *rundir, enum shunt_room room, const char *name
 	if (fd < 0)
 		return -1;
 	int ok = write(fd, buf, n) == (ssize_t)n;
-	if (ok && (uid != (unsigned)geteuid() || gid != (gid_t)-1))
-		ok = fchown(fd, uid, gid) == 0;
+	/* Another uid only with root's own rights; acting as the rundir's
+	 * owner, a file for another member is the group's to read. */
+	uid_t to = shuntd_fsuid() == 0 && uid != 0 ? (uid_t)uid : (uid_t)-1;
+	if (ok && (to != (uid_t)-1 || gid != (gid_t)-1))
+		ok = fchown(fd, to, gid) == 0;
 	ok = ok && fchmod(fd, mode) == 0;
 	ok = close(fd) == 0 && ok;
 	if (ok && rename(tmp, path) == 0)

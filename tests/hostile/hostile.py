@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,9 @@ from agent_e2e import check, fail, note  # noqa: E402
 
 SCENARIO = sys.argv[1] if len(sys.argv) > 1 else "?"
 ae.NAME = "hostile_" + SCENARIO
+
+
+RELAY, RELAY_ANSWER = 10, 11
 
 
 def netns_inode():
@@ -203,7 +207,76 @@ def t_rundir():
     note("default rundirs made by another user: refused, each named in a warning")
 
 
-SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir}
+# ---- item 13: root's agent in a user's rundir --------------------------------
+
+def stale_socket(path, uid):
+    """A Unix datagram socket name nobody has bound any more (a wake socket
+    of a dead process), owned by uid."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.close()
+    os.chown(path, uid, uid)
+
+
+def wait_metric(agent, name, want, what, timeout=15, **labels):
+    deadline = time.monotonic() + timeout
+    while True:
+        s = agent.metrics()
+        if ae.val(s, name, **labels) >= want:
+            return s
+        check(time.monotonic() < deadline, f"{what}: {name}{labels} never reached {want}")
+        time.sleep(0.1)
+
+
+def t_owner():
+    """Root's shuntd serving a user's rundir never acts there with root's
+    rights: the user owns the directories and can swap any name for a
+    symlink between a check and a use.  Here l/ becomes a link to a root
+    directory while the agent runs; its sweep (which removes registry
+    entries nobody holds) must not remove root's file there.  The
+    directories and agent.sock it makes are the user's."""
+    if os.geteuid() != 0:
+        print(f"[{ae.NAME}] SKIP: needs root")
+        return
+    user = ae.NOBODY
+    rd = ae.make_rundir(user)
+    victim = tempfile.mkdtemp(prefix="hostile-victim-")
+    ae.CLEANUP.append(victim)
+    precious = os.path.join(victim, "precious")
+    with open(precious, "w") as f:
+        f.write("root's\n")
+    agent = ae.Agent(rd, ae.free_port())
+    for sub in ("l", "o", "s", "f", "r", "agent.sock"):
+        st = os.lstat(os.path.join(rd, sub))
+        check(st.st_uid == user, f"{sub} made by root's agent belongs to uid {st.st_uid}, "
+              f"not the rundir's owner {user}")
+    # The user, as the owner of l/'s parent, swaps l/ for a link.
+    os.rename(os.path.join(rd, "l"), os.path.join(rd, "l.old"))
+    os.symlink(victim, os.path.join(rd, "l"))
+    # A stale wake socket in o/: the same sweep removes it after l/.
+    stale_socket(os.path.join(rd, "o", "0123456789abcdef.s"), user)
+    wait_metric(agent, "shuntd_swept_total", 1, "the periodic sweep", kind="shm")
+    check(os.path.exists(precious), "root's agent removed a root file through a link "
+          "the rundir's owner planted")
+    # r/ swapped likewise: a relayed position for a client end here is
+    # filed there, as the rundir's owner.
+    os.rename(os.path.join(rd, "r"), os.path.join(rd, "r.old"))
+    os.symlink(victim, os.path.join(rd, "r"))
+    u = ae.Conn(os.path.join(rd, "agent.sock"))
+    body = (ae.mapped("127.0.0.1") + ae.mapped("127.0.0.1") + struct.pack(">HH", 40001, 5000) +
+            b"relay-token-16b!" + struct.pack(">Q", 7) + b"\1")
+    r = u.request(RELAY, body)
+    u.close()
+    check(sorted(os.listdir(victim)) == ["precious"],
+          f"root's agent filed into a root directory through a planted link: "
+          f"{sorted(os.listdir(victim))} (answer {r!r})")
+    rc, _ = agent.stop()
+    check(rc == 0, f"shuntd exited {rc}")
+    note("root agent in a user's rundir: its sweep follows no planted link with root's "
+         "rights; what it makes is the user's")
+
+
+SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner}
 
 
 def main():
