@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -80,6 +81,25 @@ static void on_signal(struct ev_loop *el, int fd, void *data, int mask)
 			ev_stop(el);
 		}
 	}
+}
+
+/* How many clients the fds allow: the soft RLIMIT_NOFILE raised to the hard
+ * one (the event loop watches fds below EV_MAX_FDS), less what the agent
+ * keeps for itself. */
+static unsigned fd_budget(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return SHUNTD_MAX_CLIENTS;
+	rlim_t want = rl.rlim_max < EV_MAX_FDS ? rl.rlim_max : EV_MAX_FDS;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	rlim_t room = rl.rlim_cur > 2 * SHUNTD_FD_RESERVE ? rl.rlim_cur - SHUNTD_FD_RESERVE
+							  : rl.rlim_cur / 2;
+	return room < SHUNTD_MAX_CLIENTS ? (unsigned)(room ? room : 1) : SHUNTD_MAX_CLIENTS;
 }
 
 static int daemonize(void)
@@ -167,6 +187,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: %s\n", err);
 		return 1;
 	}
+	shuntd.max_clients = fd_budget();
 	/* A request is one frame; a peer gets a few times its own bound. */
 	shuntd.client_timeout_ms = shuntd.cfg.agent_timeout_ms * 4;
 	if (shuntd.client_timeout_ms < 1000)
@@ -236,9 +257,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: event loop: %s\n", strerror(errno));
 		return 1;
 	}
-	shuntd_log("serving on %s port %u and %s, rundir %s%s", listen_addr ? listen_addr : "*",
-		   (unsigned)shuntd.cfg.agent_port, upath, shuntd.rundir,
-		   shuntd.secret_len ? ", secret required" : "");
+	shuntd_log("serving on %s port %u and %s, rundir %s, up to %u clients%s",
+		   listen_addr ? listen_addr : "*", (unsigned)shuntd.cfg.agent_port, upath,
+		   shuntd.rundir, shuntd.max_clients, shuntd.secret_len ? ", secret required" : "");
 	rundir_sweep(shuntd.el, NULL);
 	int rc = ev_run(shuntd.el);
 	client_close_all();

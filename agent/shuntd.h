@@ -19,6 +19,14 @@
 #include "shuntd_ev.h"
 
 #define SHUNTD_MAX_CLIENTS 1024
+/* fds kept for the agent's own use (listeners, epoll, signalfd, the rundir
+ * files and directories a sweep, a scrape or a lookup opens): clients are
+ * capped below RLIMIT_NOFILE by this much, so the longest idle one makes
+ * room for a newcomer before accept() could fail with EMFILE. */
+#define SHUNTD_FD_RESERVE 32
+/* After accept() failed for want of fds or memory, listeners rest this
+ * long rather than be reported readable again at once. */
+#define SHUNTD_ACCEPT_PAUSE_MS 100
 /* An agent client may wait this long between requests (shims keep their
  * link for the next offer); see shuntd_client.c. */
 #define SHUNTD_IDLE_MS 60000
@@ -48,6 +56,7 @@ struct shuntd_counters {
 	uint64_t queries[2];          /* [0] no listener, [1] live */
 	uint64_t offers[SO_COUNT];
 	uint64_t swept[SW_COUNT];
+	uint64_t accept_pauses;       /* accept() out of fds or memory */
 	unsigned open_clients;
 };
 
@@ -57,6 +66,7 @@ struct shuntd {
 	char secret[AGENT_SECRET_MAX + 1];
 	int secret_len;               /* 0: none configured */
 	unsigned client_timeout_ms;   /* read deadline of one request */
+	unsigned max_clients;         /* SHUNTD_MAX_CLIENTS, or fewer for the fd limit */
 	struct ev_loop *el;
 	struct shuntd_counters n;
 	int log_debug;

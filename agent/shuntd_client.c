@@ -372,21 +372,61 @@ static void on_event(struct ev_loop *el, int fd, void *data, int mask)
 		drop(c);
 }
 
+/* Listeners resting after accept() ran out of fds or memory: a listener
+ * with a connection waiting stays readable, and asking again at once would
+ * spin.  client_reap() wakes them. */
+static struct {
+	int fd;
+	void *data;
+	uint64_t until;
+} resting[4];
+
+static void rest(struct ev_loop *el, int lfd, void *data)
+{
+	for (unsigned i = 0; i < sizeof resting / sizeof *resting; i++)
+		if (!resting[i].until) {
+			resting[i].fd = lfd;
+			resting[i].data = data;
+			resting[i].until = ev_now_ms() + SHUNTD_ACCEPT_PAUSE_MS;
+			ev_watch(el, lfd, 0, client_accept, data);
+			shuntd.n.accept_pauses++;
+			return;
+		}
+}
+
+static void wake_rested(struct ev_loop *el, uint64_t now)
+{
+	for (unsigned i = 0; i < sizeof resting / sizeof *resting; i++)
+		if (resting[i].until && now >= resting[i].until) {
+			resting[i].until = 0;
+			ev_watch(el, resting[i].fd, EV_READ, client_accept, resting[i].data);
+		}
+}
+
 void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
 {
 	int is_unix = data != NULL;
 	for (int i = 0; i < 64; i++) {
 		struct sockaddr_storage ss;
 		int fd = net_accept(lfd, &ss);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* Make room for the next one if anyone idles, and
+				 * rest a moment. */
+				struct client *idle = oldest_idle();
+				if (idle)
+					drop(idle);
+				rest(el, lfd, data);
+			}
 			return;
+		}
 		shuntd.n.clients[is_unix]++;
-		if (shuntd.n.open_clients >= SHUNTD_MAX_CLIENTS) {
+		if (shuntd.n.open_clients >= shuntd.max_clients) {
 			struct client *idle = oldest_idle();
 			if (idle)
 				drop(idle); /* its shim opens a new link when it needs one */
 		}
-		struct client *c = shuntd.n.open_clients < SHUNTD_MAX_CLIENTS ? malloc(sizeof *c) : NULL;
+		struct client *c = shuntd.n.open_clients < shuntd.max_clients ? malloc(sizeof *c) : NULL;
 		if (!c) {
 			/* Busy: say so if it is an agent client, then drop it. */
 			static const uint8_t busy[] = {AGENT_MAGIC0, AGENT_MAGIC1, AGENT_PROTO_VERSION,
@@ -419,6 +459,7 @@ void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
 void client_reap(struct ev_loop *el, void *data)
 {
 	uint64_t now = ev_now_ms();
+	wake_rested(el, now);
 	struct client *c = clients, *next;
 	for (; c; c = next) {
 		next = c->next;

@@ -154,6 +154,13 @@ char *metrics_render(size_t *len)
 		(unsigned long long)n->clients[1]);
 	family(f, "shuntd_clients_open", "gauge", "Client connections open now.");
 	fprintf(f, "shuntd_clients_open %u\n", n->open_clients);
+	family(f, "shuntd_clients_max", "gauge",
+	       "Clients served at once at most (below the fd limit; the longest idle one "
+	       "makes room for a newcomer).");
+	fprintf(f, "shuntd_clients_max %u\n", shuntd.max_clients);
+	family(f, "shuntd_accept_pauses_total", "counter",
+	       "Times accepting rested because accept() found no fd or memory.");
+	fprintf(f, "shuntd_accept_pauses_total %llu\n", (unsigned long long)n->accept_pauses);
 	family(f, "shuntd_requests_total", "counter", "Requests served, by type.");
 	for (int i = 0; i < SR_COUNT; i++)
 		fprintf(f, "shuntd_requests_total{type=\"%s\"} %llu\n", req[i],

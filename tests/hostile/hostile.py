@@ -276,7 +276,98 @@ def t_owner():
          "rights; what it makes is the user's")
 
 
-SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner}
+# ---- item 11: shuntd at its fd limit -------------------------------------------
+
+def limited_agent(rd, soft, hard):
+    """An agent started under RLIMIT_NOFILE soft:hard."""
+    wrap = os.path.join(tempfile.mkdtemp(prefix="hostile-wrap-"), "shuntd")
+    ae.CLEANUP.append(os.path.dirname(wrap))
+    with open(wrap, "w") as f:
+        f.write(f"#!/bin/sh\nexec prlimit --nofile={soft}:{hard} -- {ae.SHUNTD} \"$@\"\n")
+    os.chmod(wrap, 0o755)
+    real, ae.SHUNTD = ae.SHUNTD, wrap
+    try:
+        return ae.Agent(rd, ae.free_port())
+    finally:
+        ae.SHUNTD = real
+
+
+def nofile(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    fail("no Max open files line")
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def t_fdlimit():
+    """More idle agent clients than the agent has fds for: the agent raises
+    its soft limit to the hard one, caps its clients below what it has, so
+    the longest idle one makes room for a newcomer, and never spins."""
+    rd = ae.make_rundir()
+    srv, sport = ae.listener(rd, "127.0.0.1")
+    agent = limited_agent(rd, 64, 4096)
+    check(nofile(agent.p.pid) == 4096, f"soft fd limit {nofile(agent.p.pid)}, not raised to 4096")
+    agent.stop()
+    agent = limited_agent(rd, 64, 64)
+    idle = []
+    for i in range(80):
+        try:
+            c = ae.Conn(agent.addr)
+            r = c.request(ae.QUERY, ae.query_body("127.0.0.1", sport))
+        except OSError as e:
+            r = e
+        check(r == (ae.QUERY_ANSWER, b"\0"), f"idle client {i} was not served ({r!r})")
+        idle.append(c)
+    t0, c0 = time.monotonic(), cpu_s(agent.p.pid)
+    fresh = ae.Conn(agent.addr)
+    r = fresh.request(ae.QUERY, ae.query_body("127.0.0.1", sport))
+    check(r == (ae.QUERY_ANSWER, b"\0"), f"a new client behind 80 idle ones was not served ({r!r})")
+    fresh.close()
+    # Not speed: whether the agent sleeps.  A loop on EMFILE keeps a core
+    # busy (~1 s a second); an agent that waits uses next to nothing.
+    time.sleep(1)
+    used = (cpu_s(agent.p.pid) - c0) / (time.monotonic() - t0)
+    check(used < 0.3, f"the agent used {used:.0%} of a CPU while idle clients held its fds")
+    s = agent.metrics()
+    open_now = ae.val(s, "shuntd_clients_open")
+    check(open_now <= 64 - 16, f"{open_now} clients open under a limit of 64 fds")
+    for c in idle:
+        c.close()
+    rc, _ = agent.stop()
+    check(rc == 0, f"shuntd exited {rc}")
+    note(f"fd limit 64: soft limit raised when allowed; 80 idle clients, the newest served, "
+         f"{int(open_now)} kept, {used:.0%} CPU")
+
+    # So few fds that accept() itself fails, with no idle client to drop:
+    # clients that connect and say nothing (cut at the read deadline, 1 s).
+    agent = limited_agent(rd, 12, 12)
+    silent = [socket.create_connection(agent.addr) for _ in range(10)]
+    t0, c0 = time.monotonic(), cpu_s(agent.p.pid)
+    time.sleep(0.5)
+    used = (cpu_s(agent.p.pid) - c0) / (time.monotonic() - t0)
+    check(used < 0.3, f"the agent used {used:.0%} of a CPU at EMFILE")
+    fresh = ae.Conn(agent.addr, timeout=5)
+    r = fresh.request(ae.QUERY, ae.query_body("127.0.0.1", sport))
+    check(r == (ae.QUERY_ANSWER, b"\0"), f"a client behind EMFILE was not served ({r!r})")
+    fresh.close()
+    for c in silent:
+        c.close()
+    s = agent.metrics()
+    check(ae.val(s, "shuntd_accept_pauses_total") >= 1, "accepting never rested at EMFILE")
+    rc, _ = agent.stop()
+    check(rc == 0, f"shuntd exited {rc}")
+    srv.kill()
+    note(f"fd limit 12: accept() at EMFILE rests ({used:.0%} CPU), served again once fds free")
+
+
+SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner, "fdlimit": t_fdlimit}
 
 
 def main():
