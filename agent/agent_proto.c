@@ -60,9 +60,12 @@ static const uint16_t body_len[AGENT_TYPE_END] = {
 	[AGENT_ERROR] = 1,
 	[AGENT_RELAY] = AGENT_RELAY_LEN,
 	[AGENT_RELAY_ANSWER] = 1,
+	[AGENT_TAKE] = 36,
+	[AGENT_TAKE_ANSWER] = AGENT_TAKE_ANSWER_LEN,
 };
 
 _Static_assert(AGENT_OFFER_LEN <= AGENT_BODY_MAX, "an offer fits a frame");
+_Static_assert(AGENT_TAKE_ANSWER_LEN <= AGENT_BODY_MAX, "a taken offer fits a frame");
 _Static_assert(sizeof(((struct agent_offer *)0)->provider) == 32, "offer layout");
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -97,6 +100,24 @@ int agent_offer_check(const struct agent_offer *o)
 	return 0;
 }
 
+static void enc_tuple(const struct agent_tuple *t, uint8_t *p)
+{
+	memcpy(p, t->caddr, 16);
+	memcpy(p + 16, t->saddr, 16);
+	put16(p + 32, t->cport);
+	put16(p + 34, t->sport);
+}
+
+/* 0, or -1 for a port 0 (no connection has one). */
+static int dec_tuple(const uint8_t *p, struct agent_tuple *t)
+{
+	memcpy(t->caddr, p, 16);
+	memcpy(t->saddr, p + 16, 16);
+	t->cport = get16(p + 32);
+	t->sport = get16(p + 34);
+	return t->cport && t->sport ? 0 : -1;
+}
+
 /* Padding goes out as zeros whatever the struct held there, so the wire
  * form is canonical (and nothing of the sender's memory leaks). */
 static void enc_offer(const struct agent_offer *o, uint8_t *p)
@@ -114,6 +135,22 @@ static void enc_offer(const struct agent_offer *o, uint8_t *p)
 	memset(p + 92, 0, AGENT_ADDR_MAX);
 	memcpy(p + 92, o->addr, o->addrlen);
 	put64(p + 220, o->ring_size);
+}
+
+static void dec_offer(const uint8_t *p, struct agent_offer *o);
+
+/* The offer at b, checked, with zero padding: 0, or -1. */
+static int dec_offer_checked(const uint8_t *b, struct agent_offer *o)
+{
+	dec_offer(b, o);
+	if (agent_offer_check(o))
+		return -1;
+	/* Canonical: padding is zero on the wire. */
+	size_t pn = strlen(o->provider);
+	return all_zero(b + 52 + pn, 32 - pn) &&
+			       all_zero(b + 92 + o->addrlen, AGENT_ADDR_MAX - o->addrlen)
+		       ? 0
+		       : -1;
 }
 
 static void dec_offer(const uint8_t *p, struct agent_offer *o)
@@ -181,14 +218,10 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 			return reject(why, AGENT_E_MALFORMED);
 		break;
 	case AGENT_RELAY:
-		memcpy(m->u.relay.tuple.caddr, b, 16);
-		memcpy(m->u.relay.tuple.saddr, b + 16, 16);
-		m->u.relay.tuple.cport = get16(b + 32);
-		m->u.relay.tuple.sport = get16(b + 34);
 		memcpy(m->u.relay.token, b + 36, AGENT_TOKEN_LEN);
 		m->u.relay.pos = get64(b + 52);
 		m->u.relay.to_client = b[60];
-		if (!m->u.relay.tuple.cport || !m->u.relay.tuple.sport || b[60] > 1)
+		if (dec_tuple(b, &m->u.relay.tuple) || b[60] > 1)
 			return reject(why, AGENT_E_MALFORMED);
 		break;
 	case AGENT_QUERY_ANSWER:
@@ -203,18 +236,22 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 		if (b[0] == 0 || b[0] >= AGENT_E_END)
 			return reject(why, AGENT_E_MALFORMED);
 		break;
-	case AGENT_OFFER: {
-		dec_offer(b, &m->u.offer);
-		const struct agent_offer *o = &m->u.offer;
-		if (agent_offer_check(o))
-			return reject(why, AGENT_E_MALFORMED);
-		/* Canonical: padding is zero on the wire. */
-		size_t pn = strlen(o->provider);
-		if (!all_zero(b + 52 + pn, 32 - pn) ||
-		    !all_zero(b + 92 + o->addrlen, AGENT_ADDR_MAX - o->addrlen))
+	case AGENT_OFFER:
+		if (dec_offer_checked(b, &m->u.offer))
 			return reject(why, AGENT_E_MALFORMED);
 		break;
-	}
+	case AGENT_TAKE:
+		if (dec_tuple(b, &m->u.take))
+			return reject(why, AGENT_E_MALFORMED);
+		break;
+	case AGENT_TAKE_ANSWER:
+		/* An offer with OK, nothing (zeros) with any other status. */
+		m->u.taken.status = b[0];
+		if (b[0] >= AGENT_ST_END ||
+		    (b[0] == AGENT_ST_OK ? dec_offer_checked(b + 1, &m->u.taken.offer)
+					 : !all_zero(b + 1, AGENT_OFFER_LEN) ? -1 : 0))
+			return reject(why, AGENT_E_MALFORMED);
+		break;
 	case AGENT_TYPE_END:
 		return reject(why, AGENT_E_MALFORMED);
 	}
@@ -250,10 +287,7 @@ size_t agent_encode(const struct agent_msg *m, uint8_t *buf)
 	case AGENT_RELAY:
 		if (!m->u.relay.tuple.cport || !m->u.relay.tuple.sport || m->u.relay.to_client > 1)
 			return 0;
-		memcpy(b, m->u.relay.tuple.caddr, 16);
-		memcpy(b + 16, m->u.relay.tuple.saddr, 16);
-		put16(b + 32, m->u.relay.tuple.cport);
-		put16(b + 34, m->u.relay.tuple.sport);
+		enc_tuple(&m->u.relay.tuple, b);
 		memcpy(b + 36, m->u.relay.token, AGENT_TOKEN_LEN);
 		put64(b + 52, m->u.relay.pos);
 		b[60] = m->u.relay.to_client;
@@ -274,6 +308,21 @@ size_t agent_encode(const struct agent_msg *m, uint8_t *buf)
 		if (agent_offer_check(&m->u.offer))
 			return 0;
 		enc_offer(&m->u.offer, b);
+		break;
+	case AGENT_TAKE:
+		if (!m->u.take.cport || !m->u.take.sport)
+			return 0;
+		enc_tuple(&m->u.take, b);
+		break;
+	case AGENT_TAKE_ANSWER:
+		if (m->u.taken.status >= AGENT_ST_END ||
+		    (m->u.taken.status == AGENT_ST_OK && agent_offer_check(&m->u.taken.offer)))
+			return 0;
+		b[0] = m->u.taken.status;
+		if (m->u.taken.status == AGENT_ST_OK)
+			enc_offer(&m->u.taken.offer, b + 1);
+		else
+			memset(b + 1, 0, AGENT_OFFER_LEN);
 		break;
 	case AGENT_TYPE_END:
 		return 0;
@@ -358,7 +407,8 @@ const char *agent_type_name(int type)
 		[AGENT_QUERY] = "query",	     [AGENT_QUERY_ANSWER] = "query_answer",
 		[AGENT_OFFER] = "offer",	     [AGENT_OFFER_ANSWER] = "offer_answer",
 		[AGENT_ERROR] = "error",	     [AGENT_RELAY] = "relay",
-		[AGENT_RELAY_ANSWER] = "relay_answer",
+		[AGENT_RELAY_ANSWER] = "relay_answer", [AGENT_TAKE] = "take",
+		[AGENT_TAKE_ANSWER] = "take_answer",
 	};
 	return type > 0 && type < AGENT_TYPE_END ? names[type] : "unknown";
 }

@@ -17,6 +17,10 @@
  * Conversation (the client speaks first, so the same port can sniff HTTP):
  *   no secret:    OFFER -> OFFER_ANSWER, QUERY -> QUERY_ANSWER,
  *                 RELAY -> RELAY_ANSWER
+ *   local only:   TAKE(tuple) -> TAKE_ANSWER(status, offer): the accepting
+ *                 shim, on the agent's Unix socket, takes the offer held
+ *                 for its accepted connection (its uid must be the
+ *                 listener's, by SO_PEERCRED)
  *   with secret:  HELLO(cnonce) -> CHALLENGE(snonce)
  *                 AUTH(HMAC(secret, "shuntd-client" snonce cnonce))
  *                   -> AUTH_OK(HMAC(secret, "shuntd-agent" cnonce snonce))
@@ -82,13 +86,18 @@ enum agent_type {
 	AGENT_ERROR,         /* agent: code; it closes after */
 	AGENT_RELAY,         /* client: a DEMOTE position for a shim here */
 	AGENT_RELAY_ANSWER,  /* agent: status */
+	AGENT_TAKE,          /* local client: tuple */
+	AGENT_TAKE_ANSWER,   /* agent: status, and the offer when OK */
 	AGENT_TYPE_END
 };
 
 enum agent_status {
-	AGENT_ST_OK = 0,          /* live listener (and, for OFFER, filed) */
+	AGENT_ST_OK = 0,          /* live listener (and, for OFFER, held; for
+				     TAKE, here it is) */
 	AGENT_ST_NO_LISTENER = 1, /* no live shunt listener there */
-	AGENT_ST_REFUSED = 2,     /* the offer cannot be filed (owner, tuple) */
+	AGENT_ST_REFUSED = 2,     /* the offer cannot be held (owner, tuple,
+				     full), or taken by this asker */
+	AGENT_ST_NO_OFFER = 3,    /* TAKE: no offer held for that tuple */
 	AGENT_ST_END
 };
 
@@ -115,6 +124,14 @@ struct agent_relay {
 	uint8_t to_client;            /* 1: for the client end, 0: the server */
 };
 
+/* What the accepting shim gets for TAKE: the offer, all zero unless
+ * status is AGENT_ST_OK. */
+#define AGENT_TAKE_ANSWER_LEN (1u + AGENT_OFFER_LEN)
+struct agent_take_answer {
+	uint8_t status;               /* enum agent_status */
+	struct agent_offer offer;
+};
+
 struct agent_msg {
 	uint8_t type; /* enum agent_type */
 	union {
@@ -128,6 +145,8 @@ struct agent_msg {
 		uint8_t code;                   /* ERROR: enum agent_error */
 		struct agent_offer offer;
 		struct agent_relay relay;
+		struct agent_tuple take;        /* TAKE */
+		struct agent_take_answer taken; /* TAKE_ANSWER */
 	} u;
 };
 

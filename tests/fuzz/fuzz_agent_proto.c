@@ -36,6 +36,8 @@ static int one(const uint8_t *data, size_t size)
 	CHECK(memcmp(again, data, (size_t)r) == 0);
 	if (m.type == AGENT_OFFER)
 		CHECK(agent_offer_check(&m.u.offer) == 0);
+	if (m.type == AGENT_TAKE_ANSWER && m.u.taken.status == AGENT_ST_OK)
+		CHECK(agent_offer_check(&m.u.taken.offer) == 0);
 	struct agent_msg p;
 	for (int k = 0; k < r; k += 1 + k / 8)
 		CHECK(agent_decode(data, (size_t)k, &p, &why) == 0);

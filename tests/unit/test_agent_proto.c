@@ -216,6 +216,57 @@ Test(frames, relay)
 	roundtrip(&m);
 }
 
+static int decode_err(const uint8_t *b, size_t n)
+{
+	struct agent_msg m;
+	int why = 0;
+	cr_assert_eq(agent_decode(b, n, &m, &why), -1);
+	return why;
+}
+
+/* TAKE (a tuple) and its answer (a status, and the offer only with OK). */
+Test(frames, take)
+{
+	struct agent_msg m = {.type = AGENT_TAKE}, d;
+	uint8_t buf[AGENT_FRAME_MAX];
+	int why = 0;
+	m.u.take = good_offer().tuple;
+	roundtrip(&m);
+	size_t n = enc(&m, buf);
+	cr_assert_eq(n, AGENT_HDR_LEN + 36);
+	cr_assert_eq(buf[AGENT_HDR_LEN + 32], 40000 >> 8); /* big endian ports */
+	buf[AGENT_HDR_LEN + 34] = buf[AGENT_HDR_LEN + 35] = 0;
+	cr_assert_eq(agent_decode(buf, n, &d, &why), -1);
+	cr_assert_eq(why, AGENT_E_MALFORMED);
+	m.u.take.cport = 0;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+
+	memset(&m, 0, sizeof m);
+	m.type = AGENT_TAKE_ANSWER;
+	m.u.taken.status = AGENT_ST_OK;
+	m.u.taken.offer = good_offer();
+	roundtrip(&m);
+	n = enc(&m, buf);
+	cr_assert_eq(n, AGENT_HDR_LEN + AGENT_TAKE_ANSWER_LEN);
+	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
+	cr_assert_eq(memcmp(&d.u.taken.offer, &m.u.taken.offer, sizeof m.u.taken.offer), 0);
+	/* OK with an offer out of bounds: refused both ways. */
+	buf[AGENT_HDR_LEN + 1 + 88 + 3] = 200; /* addrlen */
+	cr_assert_eq(decode_err(buf, n), AGENT_E_MALFORMED);
+	m.u.taken.offer.ring_size = 3;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+	/* Any other status: the offer is all zeros, whatever the struct held. */
+	m.u.taken.status = AGENT_ST_NO_OFFER;
+	roundtrip(&m);
+	n = enc(&m, buf);
+	for (size_t i = AGENT_HDR_LEN + 1; i < n; i++)
+		cr_assert_eq(buf[i], 0);
+	buf[n - 1] = 1;
+	cr_assert_eq(decode_err(buf, n), AGENT_E_MALFORMED);
+	m.u.taken.status = AGENT_ST_END;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+}
+
 Test(frames, wire_layout)
 {
 	struct agent_msg m = {.type = AGENT_QUERY};
@@ -230,21 +281,14 @@ Test(frames, wire_layout)
 	cr_assert_eq(buf[25], 0x34);
 }
 
-static int decode_err(const uint8_t *b, size_t n)
-{
-	struct agent_msg m;
-	int why = 0;
-	cr_assert_eq(agent_decode(b, n, &m, &why), -1);
-	return why;
-}
-
 Test(frames, header_rejections_as_early_as_possible)
 {
 	cr_assert_eq(decode_err((const uint8_t *)"G", 1), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SX", 2), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x02", 3), AGENT_E_VERSION);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x00", 4), AGENT_E_MALFORMED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x0c", 4), AGENT_E_MALFORMED);
+	const uint8_t past_last[] = {'S', 'D', 1, AGENT_TYPE_END};
+	cr_assert_eq(decode_err(past_last, 4), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\xff", 4), AGENT_E_MALFORMED);
 	/* Oversized is known from the length alone, before any body. */
 	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x05\x00\x00\x01\x01", 8),
