@@ -23,10 +23,13 @@
 
 #include "shuntd.h"
 #include "shuntd_net.h"
+#include "core/shunt_rundir_layout.h"
 #include "core/shunt_stats_read.h"
+#include "shuntd_pending.h"
 
 #define SWEEP_MS 5000
 #define REAP_MS 100
+#define PENDING_MS 1000
 
 struct shuntd shuntd;
 
@@ -216,14 +219,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	char upath[300];
-	snprintf(upath, sizeof upath, "%s/agent.sock", shuntd.rundir);
+	snprintf(upath, sizeof upath, "%s/%s", shuntd.rundir, SHUNT_AGENT_SOCK);
 	/* The rundir owner's (root's agent acts as the owner there), and its
 	 * group's in a shared rundir: connecting needs write permission.  Set
 	 * by the umask at bind, never by a chmod of a path someone could
 	 * have swapped since. */
 	struct stat rst;
-	int shared = stat(shuntd.rundir, &rst) == 0 && (rst.st_mode & 02070) == 02070;
-	mode_t um = umask(shared ? 0117 : 0177);
+	shuntd.rundir_shared = stat(shuntd.rundir, &rst) == 0 && (rst.st_mode & 02070) == 02070;
+	mode_t um = umask(shuntd.rundir_shared ? 0117 : 0177);
 	int ufd = net_unix_listen(upath, err, sizeof err);
 	umask(um);
 	if (ufd < 0) {
@@ -253,6 +256,7 @@ int main(int argc, char **argv)
 	    ev_watch(shuntd.el, tfd, EV_READ, client_accept, NULL) < 0 ||
 	    ev_watch(shuntd.el, ufd, EV_READ, client_accept, (void *)1) < 0 ||
 	    ev_every(shuntd.el, REAP_MS, client_reap, NULL) < 0 ||
+	    ev_every(shuntd.el, PENDING_MS, pending_tick, NULL) < 0 ||
 	    ev_every(shuntd.el, SWEEP_MS, rundir_sweep, NULL) < 0) {
 		fprintf(stderr, "shuntd: event loop: %s\n", strerror(errno));
 		return 1;
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
 	rundir_sweep(shuntd.el, NULL);
 	int rc = ev_run(shuntd.el);
 	client_close_all();
+	pending_clear();
 	close(tfd);
 	close(ufd);
 	unlink(upath);

@@ -5,7 +5,8 @@
  *   shuntd_net.c      listening and accepting sockets
  *   shuntd_client.c   one client connection: agent protocol, or HTTP
  *   shuntd_http.c     the HTTP requests GET /metrics and GET /healthz
- *   shuntd_rundir.c   filing offers, sweeping stale rundir entries
+ *   shuntd_pending.c  offers and relays held for local shims, bounded
+ *   shuntd_rundir.c   filing relays, sweeping stale rundir entries
  *   shuntd_metrics.c  counters and the Prometheus text of GET /metrics
  */
 #ifndef SHUNTD_H
@@ -45,9 +46,11 @@ enum shuntd_err {
 	SE_COUNT
 };
 
-enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_COUNT };
-enum shuntd_offer_res { SO_FILED, SO_NO_LISTENER, SO_REFUSED, SO_COUNT };
-enum shuntd_swept { SW_REGISTRY, SW_OFFER, SW_SHM, SW_STATS, SW_COUNT };
+enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_TAKE, SR_COUNT };
+/* OFFER and RELAY answers: held (filed), or why not. */
+enum shuntd_hold_res { SO_HELD, SO_NO_LISTENER, SO_REFUSED, SO_TABLE_FULL, SO_SOURCE_FULL, SO_COUNT };
+enum shuntd_take_res { ST_TAKEN, ST_NONE, ST_REFUSED, ST_COUNT };
+enum shuntd_swept { SW_REGISTRY, SW_RELAY, SW_SHM, SW_STATS, SW_COUNT };
 
 struct shuntd_counters {
 	uint64_t clients[2];          /* accepted: [0] tcp, [1] unix */
@@ -55,6 +58,9 @@ struct shuntd_counters {
 	uint64_t errors[SE_COUNT];
 	uint64_t queries[2];          /* [0] no listener, [1] live */
 	uint64_t offers[SO_COUNT];
+	uint64_t relays[SO_COUNT];
+	uint64_t takes[ST_COUNT];
+	uint64_t expired[2];          /* [0] offers, [1] relays */
 	uint64_t swept[SW_COUNT];
 	uint64_t accept_pauses;       /* accept() out of fds or memory */
 	unsigned open_clients;
@@ -67,6 +73,7 @@ struct shuntd {
 	int secret_len;               /* 0: none configured */
 	unsigned client_timeout_ms;   /* read deadline of one request */
 	unsigned max_clients;         /* SHUNTD_MAX_CLIENTS, or fewer for the fd limit */
+	int rundir_shared;            /* a group's rundir (setgid, group rwx) */
 	struct ev_loop *el;
 	struct shuntd_counters n;
 	int log_debug;
@@ -101,13 +108,15 @@ int shuntd_outside_rundir(int on);
 /* The rundir and its subdirectories are still usable (cheap: no listing).
  * 0, or -1 with the reason in err. */
 int rundir_check(const char *rundir, char *err, size_t errlen);
-/* File o for the listener owned by uid: 0, or -1. */
-int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned uid);
 /* File a relayed DEMOTE position as r/<key>.<c|s> for the shim of that end
  * (readable by uid; the rundir's group too).  0 or -1. */
 int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid);
-/* Remove stale registry entries, offers and what dead shm connections left. */
+/* Remove the relay file of tuple t's end (client: 1 for the client end). */
+void rundir_unfile_relay(const char *rundir, const struct agent_tuple *t, int client);
+/* Remove stale registry entries, relays and what dead shm connections left. */
 void rundir_sweep(struct ev_loop *el, void *data);
+/* Forget offers and relays past their lifetime (a relay's file goes too). */
+void pending_tick(struct ev_loop *el, void *data);
 
 /* shuntd_metrics.c: the response body of GET /metrics, malloc'ed. */
 char *metrics_render(size_t *len);

@@ -23,6 +23,7 @@
 #include "shuntd.h"
 #include "shuntd_http.h"
 #include "shuntd_net.h"
+#include "shuntd_pending.h"
 
 #define IN_MAX 1024 /* an agent frame, or an HTTP request head */
 
@@ -37,6 +38,7 @@ struct client {
 	int closing;              /* close once out is flushed */
 	uint8_t cnonce[AGENT_NONCE_LEN], snonce[AGENT_NONCE_LEN];
 	struct sockaddr_storage peer;
+	uid_t uid;                /* a Unix client's, by SO_PEERCRED */
 	uint64_t deadline;
 	size_t nin;
 	uint8_t in[IN_MAX];
@@ -162,30 +164,73 @@ static const struct sockaddr *as_sockaddr(const uint8_t a[16], uint16_t port,
 	return (const struct sockaddr *)ss;
 }
 
+/* Whom a request counts against: the peer's address (a local client's is
+ * all zeros). */
+static void source_of(const struct client *c, uint8_t src[16])
+{
+	uint16_t port;
+	memset(src, 0, 16);
+	if (!c->is_unix)
+		shunt_addr16((const struct sockaddr *)&c->peer, src, &port);
+}
+
+static const char *const hold_name[SO_COUNT] = {"held", "no listener", "refused",
+						 "table full", "source full"};
+
+/* An offer for a live listener here is held, in memory, until the shim
+ * that accepts its connection takes it (do_take) or it expires. */
 static void do_offer(struct client *c, const struct agent_offer *o)
 {
-	struct agent_msg m = {.type = AGENT_OFFER_ANSWER};
+	struct agent_msg m = {.type = AGENT_OFFER_ANSWER, .u.status = AGENT_ST_REFUSED};
 	struct sockaddr_storage ss;
+	struct pending *p = NULL;
+	uint8_t src[16];
 	unsigned uid = 0;
+	enum shuntd_hold_res res = SO_REFUSED;
 	const struct sockaddr *dst = as_sockaddr(o->tuple.saddr, o->tuple.sport, &ss);
+	source_of(c, src);
 	if (!from_host(c, o->tuple.caddr)) {
-		m.u.status = AGENT_ST_REFUSED;
-		shuntd.n.offers[SO_REFUSED]++;
+		res = SO_REFUSED;
 	} else if (shunt_registry_lookup_uid(shuntd.rundir, dst, &uid) != SHUNT_REG_LIVE) {
 		/* (A listener whose processes dropped their privileges could
-		 * not open the offer either.) */
+		 * not take the offer either.) */
+		res = SO_NO_LISTENER;
 		m.u.status = AGENT_ST_NO_LISTENER;
-		shuntd.n.offers[SO_NO_LISTENER]++;
-	} else if (rundir_file_offer(shuntd.rundir, o, uid) < 0) {
-		m.u.status = AGENT_ST_REFUSED;
-		shuntd.n.offers[SO_REFUSED]++;
 	} else {
-		m.u.status = AGENT_ST_OK;
-		shuntd.n.offers[SO_FILED]++;
+		enum pend_result r = pending_add(PK_OFFER, &o->tuple, src, ev_now_ms(), &p);
+		res = r == PEND_HELD ? SO_HELD : r == PEND_TABLE_FULL ? SO_TABLE_FULL : SO_SOURCE_FULL;
+		if (p) {
+			p->uid = uid;
+			p->offer = *o;
+			m.u.status = AGENT_ST_OK;
+		}
 	}
-	SHUNTD_DEBUG("offer for port %u: %s", (unsigned)o->tuple.sport,
-		     m.u.status == AGENT_ST_OK ? "filed"
-		     : m.u.status == AGENT_ST_NO_LISTENER ? "no listener" : "refused");
+	shuntd.n.offers[res]++;
+	SHUNTD_DEBUG("offer for port %u: %s", (unsigned)o->tuple.sport, hold_name[res]);
+	reply(c, &m);
+}
+
+/* The accepting shim asks for the offer held for its connection: only the
+ * listener's owner may have it, or, in a group's rundir, any member (only
+ * members reach agent.sock there).  Taken once. */
+static void do_take(struct client *c, const struct agent_tuple *t)
+{
+	struct agent_msg m = {.type = AGENT_TAKE_ANSWER};
+	struct pending *p = pending_find(PK_OFFER, t);
+	enum shuntd_take_res res = ST_NONE;
+	m.u.taken.status = AGENT_ST_NO_OFFER;
+	if (p && c->uid != p->uid && !shuntd.rundir_shared) {
+		res = ST_REFUSED;
+		m.u.taken.status = AGENT_ST_REFUSED;
+	} else if (p) {
+		res = ST_TAKEN;
+		m.u.taken.status = AGENT_ST_OK;
+		m.u.taken.offer = p->offer;
+		pending_del(p);
+	}
+	shuntd.n.takes[res]++;
+	SHUNTD_DEBUG("take for port %u by uid %u: %s", (unsigned)t->sport, (unsigned)c->uid,
+		     (const char *[]){"taken", "none", "refused"}[res]);
 	reply(c, &m);
 }
 
@@ -211,6 +256,9 @@ static void do_relay(struct client *c, const struct agent_relay *r)
 	unsigned uid = (unsigned)geteuid();
 	struct stat st;
 	struct sockaddr_storage ss;
+	struct pending *p = NULL;
+	uint8_t src[16];
+	enum shuntd_hold_res res = SO_REFUSED;
 	int from_peer = from_host(c, r->to_client ? r->tuple.saddr : r->tuple.caddr);
 	if (!r->to_client) {
 		if (shunt_registry_lookup_uid(shuntd.rundir,
@@ -220,10 +268,24 @@ static void do_relay(struct client *c, const struct agent_relay *r)
 	} else if (stat(shuntd.rundir, &st) == 0) {
 		uid = st.st_uid;
 	}
-	if (from_peer && rundir_file_relay(shuntd.rundir, r, uid) == 0)
+	/* Counted and bounded like offers; the file is what the shim's
+	 * watcher sees (inotify on r/), and goes at the entry's lifetime. */
+	source_of(c, src);
+	if (from_peer) {
+		enum pend_kind kind = r->to_client ? PK_RELAY_C : PK_RELAY_S;
+		enum pend_result pr = pending_add(kind, &r->tuple, src, ev_now_ms(), &p);
+		res = pr == PEND_TABLE_FULL ? SO_TABLE_FULL : pr == PEND_SOURCE_FULL ? SO_SOURCE_FULL
+										     : SO_REFUSED;
+	}
+	if (p && rundir_file_relay(shuntd.rundir, r, uid) == 0) {
+		res = SO_HELD;
 		m.u.status = AGENT_ST_OK;
+	} else if (p) {
+		pending_del(p);
+	}
+	shuntd.n.relays[res]++;
 	SHUNTD_DEBUG("relay for the %s end of port %u: %s", r->to_client ? "client" : "server",
-		     (unsigned)r->tuple.sport, m.u.status == AGENT_ST_OK ? "filed" : "refused");
+		     (unsigned)r->tuple.sport, hold_name[res]);
 	reply(c, &m);
 }
 
@@ -277,6 +339,12 @@ static void handle(struct client *c, const struct agent_msg *m)
 		if (need_auth)
 			return reply_error(c, AGENT_E_AUTH, SE_AUTH);
 		return do_relay(c, &m->u.relay);
+	case AGENT_TAKE:
+		/* Local shims only: over TCP, nobody's SO_PEERCRED. */
+		shuntd.n.requests[SR_TAKE]++;
+		if (!c->is_unix)
+			return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
+		return do_take(c, &m->u.take);
 	default:
 		return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
 	}
@@ -440,6 +508,11 @@ void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
 		c->fd = fd;
 		c->is_unix = is_unix;
 		c->peer = ss;
+		c->uid = (uid_t)-1;
+		struct ucred cr;
+		socklen_t crl = sizeof cr;
+		if (is_unix && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+			c->uid = cr.uid;
 		c->out = c->small;
 		c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
 		c->nout = c->outoff = 0;

@@ -13,6 +13,7 @@
 #include "core/shunt_reason.h"
 #include "shunt/version.h"
 #include "shuntd.h"
+#include "shuntd_pending.h"
 #include "core/shunt_stats_read.h"
 
 #define NT SHUNT_STATS_TRANSPORTS
@@ -138,12 +139,15 @@ char *metrics_render(size_t *len)
 	for (size_t i = 0; i < nseen; i++)
 		add(&t, &seen[i].t);
 	const struct shuntd_counters *n = &shuntd.n;
-	static const char *const req[SR_COUNT] = {"hello", "auth", "query", "offer", "metrics", "relay"};
+	static const char *const req[SR_COUNT] = {"hello", "auth",  "query", "offer",
+						  "metrics", "relay", "take"};
 	static const char *const err[SE_COUNT] = {"malformed", "oversized", "version",
 						  "auth",      "unexpected", "timeout",
 						  "busy",      "http",	     "io"};
-	static const char *const off[SO_COUNT] = {"filed", "no_listener", "refused"};
-	static const char *const swp[SW_COUNT] = {"registry", "offer", "shm", "stats"};
+	static const char *const off[SO_COUNT] = {"held", "no_listener", "refused", "table_full",
+						  "source_full"};
+	static const char *const tk[ST_COUNT] = {"taken", "none", "refused"};
+	static const char *const swp[SW_COUNT] = {"registry", "relay", "shm", "stats"};
 
 	family(f, "shuntd_build_info", "gauge", "shuntd version.");
 	fprintf(f, "shuntd_build_info{version=\"%s\"} 1\n", SHUNT_VERSION);
@@ -173,10 +177,30 @@ char *metrics_render(size_t *len)
 	family(f, "shuntd_queries_total", "counter", "QUERY answers, by result.");
 	fprintf(f, "shuntd_queries_total{result=\"live\"} %llu\n", (unsigned long long)n->queries[1]);
 	fprintf(f, "shuntd_queries_total{result=\"none\"} %llu\n", (unsigned long long)n->queries[0]);
-	family(f, "shuntd_offers_total", "counter", "Connection offers, by result.");
+	family(f, "shuntd_offers_total", "counter",
+	       "Fabric offers, by result (held in memory for the accepting shim, or why not).");
 	for (int i = 0; i < SO_COUNT; i++)
 		fprintf(f, "shuntd_offers_total{result=\"%s\"} %llu\n", off[i],
 			(unsigned long long)n->offers[i]);
+	family(f, "shuntd_takes_total", "counter",
+	       "Offers asked for by accepting shims, by result.");
+	for (int i = 0; i < ST_COUNT; i++)
+		fprintf(f, "shuntd_takes_total{result=\"%s\"} %llu\n", tk[i],
+			(unsigned long long)n->takes[i]);
+	family(f, "shuntd_relays_total", "counter",
+	       "Relayed DEMOTE positions, by result (filed in r/, or why not).");
+	for (int i = 0; i < SO_COUNT; i++)
+		if (i != SO_NO_LISTENER)
+			fprintf(f, "shuntd_relays_total{result=\"%s\"} %llu\n",
+				i == SO_HELD ? "filed" : off[i], (unsigned long long)n->relays[i]);
+	family(f, "shuntd_pending", "gauge", "Offers and relays held now, by kind.");
+	fprintf(f, "shuntd_pending{kind=\"offer\"} %u\n", pending_count(PK_OFFER));
+	fprintf(f, "shuntd_pending{kind=\"relay\"} %u\n",
+		pending_count(PK_RELAY_C) + pending_count(PK_RELAY_S));
+	family(f, "shuntd_expired_total", "counter",
+	       "Offers and relays forgotten at the end of their lifetime, by kind.");
+	fprintf(f, "shuntd_expired_total{kind=\"offer\"} %llu\n", (unsigned long long)n->expired[0]);
+	fprintf(f, "shuntd_expired_total{kind=\"relay\"} %llu\n", (unsigned long long)n->expired[1]);
 	family(f, "shuntd_swept_total", "counter", "Stale rundir entries removed, by kind.");
 	for (int i = 0; i < SW_COUNT; i++)
 		fprintf(f, "shuntd_swept_total{kind=\"%s\"} %llu\n", swp[i],

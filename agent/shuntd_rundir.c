@@ -1,7 +1,7 @@
-/* The agent's side of the runtime directory: filing offers in f/ and
- * relayed DEMOTE positions in r/, and
+/* The agent's side of the runtime directory: filing relayed DEMOTE
+ * positions in r/ (fabric offers are held in memory, shuntd_pending.c), and
  * removing what dead processes left behind (l/ entries whose lock is free,
- * offers nobody took, shm files and wake sockets of dead connections). */
+ * relays nobody took, shm files and wake sockets of dead connections). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,10 +20,10 @@
 #include "core/shunt_sweep.h"
 #include "core/shunt_tuple.h"
 #include "shuntd.h"
+#include "shuntd_pending.h"
 
-/* An offer is taken within a connect's time of its filing; a listener with
- * a long accept backlog may take longer, so be generous. */
-#define OFFER_MAX_AGE_S 120
+/* Relays the agent forgot (filed before a restart) go at their age. */
+#define RELAY_MAX_AGE_S PEND_TTL_S
 #define TMP_MAX_AGE_S 10
 #define SWEEP_MAX 4096
 
@@ -131,8 +131,8 @@ int rundir_prepare(const char *rundir, char *err, size_t errlen)
 
 /* What rundir_prepare made, still there and ours to use: a few stat(2) and
  * access(2) calls, no directory listing, so a health probe every second
- * costs nothing.  Filing an offer or a relay needs f/ and r/ writable;
- * queries, sweeps and metrics read l/, o/ and s/. */
+ * costs nothing.  Filing a relay needs r/ writable; queries, sweeps and
+ * metrics read l/, o/ and s/. */
 int rundir_check(const char *rundir, char *err, size_t errlen)
 {
 	struct stat st;
@@ -201,26 +201,50 @@ static void key_of(const struct agent_tuple *w, char *key, size_t len)
 	shunt_tuple_key(&t, key, len);
 }
 
-int rundir_file_offer(const char *rundir, const struct agent_offer *o, unsigned uid)
+/* r/<key>.<c|s>: the name of a relay for one end of tuple t. */
+static void relay_name(const struct agent_tuple *t, int client, char *name, size_t len)
 {
-	struct agent_msg m = {.type = AGENT_OFFER};
 	char key[32];
-	m.u.offer = *o;
-	key_of(&o->tuple, key, sizeof key);
-	return file_frame(rundir, SHUNT_ROOM_FILED, key, &m, uid, (gid_t)-1, 0600);
+	key_of(t, key, sizeof key);
+	snprintf(name, len, "%s.%c", key, client ? 'c' : 's');
 }
 
 int rundir_file_relay(const char *rundir, const struct agent_relay *r, unsigned uid)
 {
 	struct agent_msg m = {.type = AGENT_RELAY};
-	char key[32], name[40];
+	char name[40];
 	struct stat st;
 	if (stat(rundir, &st) < 0)
 		return -1;
 	m.u.relay = *r;
-	key_of(&r->tuple, key, sizeof key);
-	snprintf(name, sizeof name, "%s.%c", key, r->to_client ? 'c' : 's');
+	relay_name(&r->tuple, r->to_client, name, sizeof name);
 	return file_frame(rundir, SHUNT_ROOM_RELAY, name, &m, uid, st.st_gid, 0640);
+}
+
+void rundir_unfile_relay(const char *rundir, const struct agent_tuple *t, int client)
+{
+	char name[40], path[320];
+	relay_name(t, client, name, sizeof name);
+	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_RELAY, "%s", name) == 0)
+		unlink(path);
+}
+
+static void pending_gone(const struct pending *p)
+{
+	if (p->kind == PK_OFFER) {
+		shuntd.n.expired[0]++;
+		return;
+	}
+	shuntd.n.expired[1]++;
+	/* (Taken by its shim already, most likely: then there is no file.) */
+	rundir_unfile_relay(shuntd.rundir, &p->tuple, p->kind == PK_RELAY_C);
+}
+
+void pending_tick(struct ev_loop *el, void *data)
+{
+	(void)el;
+	(void)data;
+	pending_expire(ev_now_ms(), pending_gone);
 }
 
 /* ---- sweeping -------------------------------------------------------------------- */
@@ -245,14 +269,14 @@ static int sweep_registry(const char *path, const char *name, void *arg)
 	return 0;
 }
 
-/* Filed frames (and their temporary names) past their age. */
+/* Filed relays (and their temporary names) past their age. */
 static int sweep_filed(const char *path, const char *name, void *arg)
 {
 	time_t now = *(time_t *)arg;
 	struct stat st;
-	time_t max = name[0] == '.' ? TMP_MAX_AGE_S : OFFER_MAX_AGE_S;
+	time_t max = name[0] == '.' ? TMP_MAX_AGE_S : RELAY_MAX_AGE_S;
 	if (lstat(path, &st) == 0 && now - st.st_mtime > max && unlink(path) == 0)
-		shuntd.n.swept[SW_OFFER]++;
+		shuntd.n.swept[SW_RELAY]++;
 	return 0;
 }
 
@@ -275,9 +299,8 @@ void rundir_sweep(struct ev_loop *el, void *data)
 	time_t now = time(NULL);
 	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_LISTEN, NULL))
 		shunt_sweep_dir(dir, SWEEP_MAX, sweep_registry, NULL);
-	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_FILED, NULL))
-		shunt_sweep_dir(dir, SWEEP_MAX, sweep_filed, &now);
-	/* Relayed positions nobody took (the connection ended) age the same. */
+	/* Relayed positions nobody took, filed before the agent last started
+	 * (the ones it filed since go at their lifetime, pending_tick). */
 	if (!shunt_rundir_path(dir, sizeof dir, shuntd.rundir, SHUNT_ROOM_RELAY, NULL))
 		shunt_sweep_dir(dir, SWEEP_MAX, sweep_filed, &now);
 	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

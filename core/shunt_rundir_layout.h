@@ -1,6 +1,6 @@
 /* What is in the runtime directory: one table for the library (which makes
- * the rooms it needs), shuntd (which files into f/ and r/ and sweeps them
- * all) and the tools (which read s/).  Where the directory is: the location
+ * the rooms it needs), shuntd (which files into r/ and sweeps them all) and
+ * the tools (which read s/).  Where the directory is: the location
  * rules of config/shunt_rundir_path.h.
  *
  * Every file shunt makes there is private to the user (SHUNT_FILE_MODE), or
@@ -12,6 +12,9 @@
 
 #define SHUNT_PATH_MAX 256
 #define SHUNT_FILE_MODE 0600
+/* shuntd's Unix socket, in the rundir: local shims' requests (a fabric
+ * offer held for an accepted connection). */
+#define SHUNT_AGENT_SOCK "agent.sock"
 
 /* X(id, directory, made by every process at its first use, what it holds) */
 #define SHUNT_ROOMS(X)                                                            \
@@ -19,7 +22,6 @@
 			  "share-locked while a process listens there")            \
 	X(OFFER, "o", 1, "shm offers, ring arenas, wake sockets")                  \
 	X(STATS, "s", 1, "counters, a file per process (shunt_stats.h)")           \
-	X(FILED, "f", 0, "fabric offers shuntd filed for a listener of this host") \
 	X(RELAY, "r", 0, "DEMOTE positions relayed through shuntd")
 
 enum shunt_room {

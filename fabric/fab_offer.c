@@ -310,7 +310,8 @@ out:
 
 /* ---- server ---------------------------------------------------------------- */
 
-/* The offer filed for the connection accept() returned (its tuple in *t). */
+/* The offer the agent holds for the connection accept() returned (its
+ * tuple in *t). */
 static int take_offer(int fd, const struct sockaddr *peer, struct shunt_tuple *t,
 		      struct agent_offer *o)
 {

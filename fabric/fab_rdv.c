@@ -1,5 +1,5 @@
 /* Remote rendezvous (fab_rdv.h): the client's offer through the agent on the
- * destination host, the server's taking of it from <rundir>/f.
+ * destination host, the server's taking of it from its own agent.
  *
  * The exchange runs on a TCP connection of shunt's own (an internal fd,
  * made under the guard), kept open for the next offer to the same host, and
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,12 +506,10 @@ static int same_tuple(const struct agent_tuple *w, const struct shunt_tuple *t)
 
 /* ---- frames the agent filed for us -------------------------------------------- */
 
-/* Read the frame the agent filed at path (mode: also regular, of len
- * bytes) and decode it as type; 0 with *m filled, -1 when there is none or
- * it is not that.  mine: it must be ours (offers, chowned to the
- * listener's uid), and is then removed whatever it held, as it is of no use
- * to anyone else; a file for another user is left to the agent's sweep. */
-static int take_frame(const char *path, int mine, int type, size_t len, struct agent_msg *m)
+/* Read the frame the agent filed at path (a regular file of len bytes)
+ * and decode it as type; 0 with *m filled, -1 when there is none or it is
+ * not that. */
+static int take_frame(const char *path, int type, size_t len, struct agent_msg *m)
 {
 	uint8_t buf[AGENT_FRAME_MAX + 1];
 	struct stat st;
@@ -518,12 +517,9 @@ static int take_frame(const char *path, int mine, int type, size_t len, struct a
 	if (fd < 0)
 		return -1;
 	ssize_t n = -1;
-	int ok = !mine || st.st_uid == geteuid();
-	if (ok && (size_t)st.st_size == len)
+	if ((size_t)st.st_size == len)
 		n = REAL(read)(fd, buf, sizeof buf);
 	REAL(close)(fd);
-	if (mine && ok)
-		unlink(path);
 	int why;
 	return n == (ssize_t)len && agent_decode(buf, (size_t)n, m, &why) == (int)n &&
 			       m->type == type
@@ -531,22 +527,54 @@ static int take_frame(const char *path, int mine, int type, size_t len, struct a
 		       : -1;
 }
 
+/* ---- offers the agent holds for us ---------------------------------------------- */
+
+/* The agent on the other end of l: root, us, or the rundir's owner (who
+ * runs it).  In a group's rundir any member can put a socket of its own in
+ * agent.sock's place; its offers would send our connection to its
+ * endpoint. */
+static int agent_trusted(const struct link *l, const char *rundir)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	struct stat st;
+	if (REAL(getsockopt)(l->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return 0;
+	if (cr.uid == 0 || cr.uid == geteuid())
+		return 1;
+	return stat(rundir, &st) == 0 && st.st_uid == cr.uid;
+}
+
 int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_offer *o)
 {
-	char key[32], path[SHUNT_PATH_MAX];
-	struct agent_msg m;
-	if (!rundir)
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (!rundir || (size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", rundir,
+					SHUNT_AGENT_SOCK) >= sizeof sa.sun_path)
 		return -1;
-	shunt_tuple_key(t, key, sizeof key);
-	if (shunt_rundir_path(path, sizeof path, rundir, SHUNT_ROOM_FILED, "%s", key) < 0)
-		return -1;
+	/* (The configuration, before the guard: under it an unread one
+	 * reads as zeros.) */
+	unsigned timeout_ms = shunt_config()->agent_timeout_ms;
+	int saved = errno, rc = -1;
 	SHUNT_GUARD_ENTER();
-	int rc = take_frame(path, 1, AGENT_OFFER, AGENT_HDR_LEN + AGENT_OFFER_LEN, &m);
-	if (rc == 0 && !same_tuple(&m.u.offer.tuple, t))
-		rc = -1;
-	if (rc == 0)
-		*o = m.u.offer;
+	struct link l = {.fd = -1};
+	l.deadline = shunt_now_ms() + timeout_ms;
+	int fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		l.fd = shunt_fd_own(fd, &l.fd);
+	struct agent_msg m = {.type = AGENT_TAKE}, a;
+	fab_tuple_to_wire(&m.u.take, t);
+	/* One round trip.  No agent (no socket, nobody listening, a full
+	 * backlog): a refused connect, and the kernel path at once. */
+	if (l.fd >= 0 && REAL(connect)(l.fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	    agent_trusted(&l, rundir) && send_msg(&l, &m) == 0 && recv_msg(&l, &a) > 0 &&
+	    a.type == AGENT_TAKE_ANSWER && a.u.taken.status == AGENT_ST_OK &&
+	    same_tuple(&a.u.taken.offer.tuple, t)) {
+		*o = a.u.taken.offer;
+		rc = 0;
+	}
+	link_close(&l);
 	SHUNT_GUARD_LEAVE();
+	errno = saved;
 	return rc;
 }
 
@@ -594,7 +622,7 @@ int fab_rdv_relay_take(const char *rundir, const struct shunt_tuple *t, int clie
 	SHUNT_GUARD_ENTER();
 	/* Only a position proved with the connection's key counts: anything
 	 * else is left to the agent's sweep. */
-	int rc = take_frame(path, 0, AGENT_RELAY, AGENT_HDR_LEN + AGENT_RELAY_LEN, &m);
+	int rc = take_frame(path, AGENT_RELAY, AGENT_HDR_LEN + AGENT_RELAY_LEN, &m);
 	if (rc == 0 && (!same_tuple(&m.u.relay.tuple, t) ||
 			m.u.relay.to_client != !!client || fab_relay_verify(key, &m.u.relay)))
 		rc = -1;

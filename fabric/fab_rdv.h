@@ -4,11 +4,13 @@
  *   client shim                  shuntd on the server's host     server shim
  *   bind(), open its passive
  *   endpoint, fab_rdv_offer() -> is addr:port a live shunt
- *                                listener (shm registry)?  file
- *                                the offer as <rundir>/f/<key>
+ *                                listener (shm registry)?  hold
+ *                                the offer in memory
  *                             <- answer
  *   TCP connect() ----------------------------------------------> accept()
- *                                                                fab_rdv_take()
+ *                                TAKE(tuple) <------------------ fab_rdv_take()
+ *                                (on agent.sock; SO_PEERCRED:
+ *                                the listener's owner) -- offer ->
  *   passive endpoint <------------- fi_connect(token) ----------
  *
  * The TCP connection is the control plane throughout; nothing travels on it
@@ -46,9 +48,12 @@ enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
  * call: a connection to a host known to have no agent costs a lookup. */
 int fab_rdv_host_cached(const struct sockaddr *dst, enum fab_rdv_result *r);
 
-/* Server side, in accept(): take (read and remove) the offer filed for the
- * accepted connection's tuple.  0 with *o filled and checked (bounds, tuple
- * equal to t), -1 when there is none or it is malformed. */
+/* Server side, in accept(): take the offer the agent holds for the accepted
+ * connection's tuple (one request on <rundir>/agent.sock, bounded by
+ * agent_timeout_ms; no agent there: -1 at once).  0 with *o filled and
+ * checked (bounds, tuple equal to t), -1 when there is none, the agent is
+ * not one we trust (root, us, the rundir's owner) or the answer is
+ * malformed.  Preserves errno. */
 int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_offer *o);
 
 /* Both ways dead: send our DEMOTE position to the agent of the peer's host

@@ -28,7 +28,8 @@ SHUNT_LIB = os.environ.get("SHUNT_LIB", "")
 PROGS = os.environ.get("PROGS", "")
 NAME = "agent_" + (sys.argv[1] if len(sys.argv) > 1 else "?")
 
-HELLO, CHALLENGE, AUTH, AUTH_OK, QUERY, QUERY_ANSWER, OFFER, OFFER_ANSWER, ERROR = range(1, 10)
+(HELLO, CHALLENGE, AUTH, AUTH_OK, QUERY, QUERY_ANSWER, OFFER, OFFER_ANSWER, ERROR, RELAY,
+ RELAY_ANSWER, TAKE, TAKE_ANSWER) = range(1, 14)
 E_VERSION, E_MALFORMED, E_OVERSIZED, E_AUTH, E_UNEXPECTED, E_BUSY = range(1, 7)
 NOBODY = 65534
 CLEANUP = []
@@ -413,32 +414,37 @@ def t_protocol():
     u.close()
     note("QUERY live/dead/absent answered")
 
-    # OFFER through fab_rdv_offer(): filed as <rundir>/f/<key>, 0600, owned
-    # by the listener's uid; fab_rdv_take() as that user reads and removes it.
+    # OFFER through fab_rdv_offer(): held in the agent's memory for the
+    # listener's uid (nothing is written to the rundir); fab_rdv_take() as
+    # that user gets it once over agent.sock, another user never.
+    before = sorted(os.listdir(rd))
     env = {"SHUNT_AGENT_PORT": str(port), "SHUNT_RUNDIR": make_rundir()}
     rc, out, err = probe(["offer", "127.0.0.1", sport, "127.0.0.1", 40001], env)
-    check(rc == 0 and "offer 0 result=ok" in out, f"offer not filed: {out}{err}")
-    path = os.path.join(rd, "f", offer_key("127.0.0.1", 40001, "127.0.0.1", sport))
-    check(os.path.exists(path), f"no offer file {path}")
-    st = os.stat(path)
-    check(st.st_uid == NOBODY and (st.st_mode & 0o777) == 0o600,
-          f"offer file owner {st.st_uid} mode {st.st_mode & 0o777:o}, expected {NOBODY} 600")
+    check(rc == 0 and "offer 0 result=ok" in out, f"offer not held: {out}{err}")
+    expect(agent.metrics(), "shuntd_pending", 1, kind="offer")
+    check(sorted(os.listdir(rd)) == before and not os.path.exists(os.path.join(rd, "f")),
+          f"an offer became a file: {sorted(os.listdir(rd))}")
     rc, out, _ = probe(["take", rd, "127.0.0.1", 40001, "127.0.0.1", sport])
-    check(rc == 1 and os.path.exists(path), "another user took (or removed) the offer")
+    check(rc == 1, "another user took the offer")
+    expect(agent.metrics(), "shuntd_pending", 1, kind="offer")
     rc, out, err = probe(["take", rd, "127.0.0.1", 40001, "127.0.0.1", sport], uid=NOBODY)
     check(rc == 0 and "token=" + b"rdv-probe-token!".hex() in out and "provider=tcp" in out
           and "ring=65536" in out, f"take: {out}{err}")
-    check(not os.path.exists(path), "the taken offer is still there")
     rc, out, _ = probe(["take", rd, "127.0.0.1", 40001, "127.0.0.1", sport], uid=NOBODY)
     check(rc == 1, "an offer was taken twice")
     # A take for another tuple finds nothing.
     rc, out, _ = probe(["take", rd, "127.0.0.1", 40002, "127.0.0.1", sport], uid=NOBODY)
     check(rc == 1, "take found an offer for a tuple never offered")
-    # No listener: answered, nothing filed.
+    # No listener: answered, nothing held.
     rc, out, err = probe(["offer", "127.0.0.1", dport, "127.0.0.1", 40003], env)
     check("offer 0 result=no-listener" in out, f"offer to a dead listener: {out}{err}")
-    check(not os.listdir(os.path.join(rd, "f")), "an offer was filed for a dead listener")
-    note("OFFER filed with the listener's owner, taken once, none for a dead listener")
+    expect(agent.metrics(), "shuntd_pending", 0, kind="offer")
+    # TAKE is for local shims: over TCP it is out of turn.
+    c = Conn(agent.addr)
+    c.send(frame(TAKE, offer_body("127.0.0.1", 40001, "127.0.0.1", sport)[:36]))
+    check(c.recv_frame() == (ERROR, bytes([E_UNEXPECTED])), "TAKE over TCP was not refused")
+    c.close()
+    note("OFFER held for the listener's owner, taken once by it alone, none for a dead listener")
 
     # An offer whose client address is not the agent client's own.
     c = Conn(agent.addr)
@@ -449,12 +455,15 @@ def t_protocol():
     s = agent.metrics()
     expect(s, "shuntd_requests_total", 4, type="query")
     expect(s, "shuntd_requests_total", 3, type="offer")
-    expect(s, "shuntd_offers_total", 1, result="filed")
+    expect(s, "shuntd_offers_total", 1, result="held")
     expect(s, "shuntd_offers_total", 1, result="no_listener")
     expect(s, "shuntd_offers_total", 1, result="refused")
+    expect(s, "shuntd_takes_total", 1, result="taken")
+    expect(s, "shuntd_takes_total", 1, result="refused")
+    expect(s, "shuntd_takes_total", 2, result="none")
     expect(s, "shuntd_queries_total", 2, result="live")
     expect(s, "shuntd_queries_total", 2, result="none")
-    expect(s, "shuntd_clients_total", 1, listener="unix")
+    expect(s, "shuntd_clients_total", 5, listener="unix")  # a QUERY, four TAKEs
 
     rc, took = agent.stop()
     check(rc == 0, f"shuntd exited {rc} on SIGTERM")
@@ -615,14 +624,15 @@ def t_secret():
     check("result=refused" in out, f"fab_rdv_offer with a wrong secret: {out}{err}")
     rc, out, err = probe(["offer", "127.0.0.1", sport, "127.0.0.1", 40013], base)
     check("result=refused" in out, f"fab_rdv_offer without the secret: {out}{err}")
-    files = os.listdir(os.path.join(rd, "f"))
-    check(files == [offer_key("127.0.0.1", 40011, "127.0.0.1", sport)],
-          f"filed offers {files}, expected only the authenticated one")
+    rc, out, err = probe(["take", rd, "127.0.0.1", 40012, "127.0.0.1", sport])
+    check(rc == 1, f"an unauthenticated offer was held: {out}{err}")
+    rc, out, err = probe(["take", rd, "127.0.0.1", 40011, "127.0.0.1", sport])
+    check(rc == 0, f"the authenticated offer was not held: {out}{err}")
 
     s = agent.metrics()
     # unauthenticated QUERY, wrong python secret, wrong C secret, C without
     expect(s, "shuntd_errors_total", 4, reason="auth")
-    expect(s, "shuntd_offers_total", 1, result="filed")
+    expect(s, "shuntd_offers_total", 1, result="held")
     rc, _ = agent.stop()
     check(rc == 0, f"shuntd exited {rc}")
     srv.kill()
@@ -655,18 +665,18 @@ def t_metrics():
     rd = make_rundir()
     port = free_port()
     srv, sport = listener(rd, "127.0.0.1")
-    # Leftovers of dead processes, swept when the agent starts: a registry
-    # entry nobody holds, an offer nobody took for 200 s, a half-written
-    # temporary; a fresh offer stays.
-    for d in ("l", "f"):
+    # Leftovers of dead processes and of an earlier agent, swept when the
+    # agent starts: a registry entry nobody holds, a relayed position
+    # nobody took for 200 s, a half-written temporary; a fresh one stays.
+    for d in ("l", "r"):
         os.makedirs(os.path.join(rd, d), exist_ok=True)
     stale = {os.path.join(rd, "l", "g-00000000000000000000ffffc6120063-9"): 0,
-             os.path.join(rd, "f", "00000000deadbeef"): 200,
-             os.path.join(rd, "f", ".00000000deadbeef.1.0"): 20}
+             os.path.join(rd, "r", "00000000deadbeef.c"): 200,
+             os.path.join(rd, "r", ".00000000deadbeef.c.1.0"): 20}
     for path, age in stale.items():
         open(path, "w").close()
         os.utime(path, (time.time() - age, time.time() - age))
-    fresh = os.path.join(rd, "f", "00000000cafef00d")
+    fresh = os.path.join(rd, "r", "00000000cafef00d.s")
     open(fresh, "w").close()
     agent = Agent(rd, port)
     s = agent.metrics()  # served after the startup sweep (one thread)
@@ -674,7 +684,7 @@ def t_metrics():
         check(not os.path.exists(path), f"{path} was not swept")
     check(os.path.exists(fresh), "a fresh offer was swept")
     expect(s, "shuntd_swept_total", 1, kind="registry")
-    expect(s, "shuntd_swept_total", 2, kind="offer")
+    expect(s, "shuntd_swept_total", 2, kind="relay")
     os.unlink(fresh)
     # Known workload: 3 plain clients (kernel path on the server, 1000 B
     # each) and one shunt process with 4 shm connections of 5000 B each,
@@ -747,9 +757,9 @@ def t_health():
     os.chmod(rd, 0o700)
     health(200)
     # A subdirectory the agent files offers into is gone.
-    f = os.path.join(rd, "f")
+    f = os.path.join(rd, "r")
     os.rename(f, f + ".away")
-    health(503, "f/ is missing")
+    health(503, "r/ is missing")
     os.rename(f + ".away", f)
     health(200)
     # The whole rundir is gone (a tmpfs remounted, a volume replaced).
@@ -767,7 +777,7 @@ def t_health():
     rc, _ = agent.stop()
     check(rc == 0, f"shuntd exited {rc}")
     srv.kill()
-    note("/healthz: 200 ok; 503 for a world-writable rundir, a missing f/, a missing rundir; 200 again")
+    note("/healthz: 200 ok; 503 for a world-writable rundir, a missing r/, a missing rundir; 200 again")
 
 
 def t_group():
@@ -781,7 +791,7 @@ def t_group():
     os.chmod(rd, 0o2770)
     os.chmod(os.path.dirname(rd), 0o755)
     agent = Agent(rd, free_port())
-    for sub in "losfr":
+    for sub in "losr":
         st = os.stat(os.path.join(rd, sub))
         check((st.st_mode & 0o7777, st.st_gid) == (0o2770, gid),
               f"{sub}/ made by the agent: mode {st.st_mode & 0o7777:o} group {st.st_gid}, "

@@ -1,14 +1,17 @@
-/* The fabric transport's rendezvous steps that need no provider: what the
- * accepting shim takes from the frames the agent filed (an offer in f/, a
- * relayed DEMOTE position in r/), and the tuple's two forms.  Frames are
- * filed here as shuntd files them: whole, 0600, named by the tuple's key. */
+/* The fabric transport's rendezvous steps that need no provider: how the
+ * accepting shim takes the offer its agent holds (TAKE on agent.sock, here
+ * answered by a scripted agent), what it takes from a relayed DEMOTE
+ * position filed in r/, and the tuple's two forms. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "core/shunt_rundir_layout.h"
@@ -23,10 +26,8 @@ static const char *rundir(void)
 {
 	const char *d = getenv("SHUNT_RUNDIR");
 	char sub[SHUNT_PATH_MAX];
-	for (int r = SHUNT_ROOM_FILED; r <= SHUNT_ROOM_RELAY; r++) {
-		cr_assert(shunt_rundir_path(sub, sizeof sub, d, r, NULL) == 0);
-		mkdir(sub, 0700);
-	}
+	cr_assert(shunt_rundir_path(sub, sizeof sub, d, SHUNT_ROOM_RELAY, NULL) == 0);
+	mkdir(sub, 0700);
 	return d;
 }
 
@@ -57,17 +58,78 @@ static void file_frame(enum shunt_room room, const struct shunt_tuple *t, const 
 	close(fd);
 }
 
-static struct agent_msg offer_for(const struct shunt_tuple *t)
+static struct agent_offer offer_for(const struct shunt_tuple *t)
 {
-	struct agent_msg m = {.type = AGENT_OFFER};
-	fab_tuple_to_wire(&m.u.offer.tuple, t);
-	memcpy(m.u.offer.token, "token-of-sixteen", AGENT_TOKEN_LEN);
-	strcpy(m.u.offer.provider, "tcp");
-	m.u.offer.addr_format = 2;
-	m.u.offer.addrlen = 16;
-	memset(m.u.offer.addr, 7, 16);
-	m.u.offer.ring_size = 65536;
-	return m;
+	struct agent_offer o;
+	memset(&o, 0, sizeof o);
+	fab_tuple_to_wire(&o.tuple, t);
+	memcpy(o.token, "token-of-sixteen", AGENT_TOKEN_LEN);
+	strcpy(o.provider, "tcp");
+	o.addr_format = 2;
+	o.addrlen = 16;
+	memset(o.addr, 7, 16);
+	o.ring_size = 65536;
+	return o;
+}
+
+/* ---- a scripted agent on agent.sock: one client, one answer ------------- */
+
+struct agent {
+	int lfd;
+	pthread_t th;
+	uint8_t answer[AGENT_FRAME_MAX]; /* sent as is, after the request */
+	size_t alen;                     /* 0: never answers */
+	struct agent_msg got;            /* the request it read */
+};
+
+static void *agent_run(void *arg)
+{
+	struct agent *a = arg;
+	int fd = accept(a->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	uint8_t in[AGENT_FRAME_MAX];
+	size_t n = 0;
+	int why, r;
+	while ((r = agent_decode(in, n, &a->got, &why)) == 0) {
+		ssize_t k = recv(fd, in + n, sizeof in - n, 0);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	if (r > 0 && a->alen)
+		send(fd, a->answer, a->alen, MSG_NOSIGNAL);
+	while (recv(fd, in, sizeof in, 0) > 0) /* until the shim hangs up */
+		;
+	close(fd);
+	return NULL;
+}
+
+static void agent_start(struct agent *a)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", rundir(), SHUNT_AGENT_SOCK);
+	unlink(sa.sun_path);
+	a->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert(a->lfd >= 0 && bind(a->lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+		  listen(a->lfd, 4) == 0);
+	cr_assert(pthread_create(&a->th, NULL, agent_run, a) == 0);
+}
+
+static void agent_stop(struct agent *a)
+{
+	pthread_join(a->th, NULL);
+	close(a->lfd);
+}
+
+static void answer(struct agent *a, int status, const struct agent_offer *o)
+{
+	struct agent_msg m = {.type = AGENT_TAKE_ANSWER};
+	m.u.taken.status = (uint8_t)status;
+	if (o)
+		m.u.taken.offer = *o;
+	a->alen = agent_encode(&m, a->answer);
+	cr_assert(a->alen > 0);
 }
 
 Test(fab_rendezvous, the_tuple_has_the_same_fields_on_the_wire)
@@ -79,51 +141,80 @@ Test(fab_rendezvous, the_tuple_has_the_same_fields_on_the_wire)
 	cr_assert(!memcmp(&t, &back, sizeof t));
 }
 
-Test(fab_rendezvous, a_filed_offer_is_taken_once)
+Test(fab_rendezvous, the_offer_the_agent_holds_is_taken)
 {
 	struct shunt_tuple t = tuple(40001);
-	struct agent_msg m = offer_for(&t);
-	char path[SHUNT_PATH_MAX];
-	file_frame(SHUNT_ROOM_FILED, &t, "", &m, path, sizeof path);
-	struct agent_offer o;
+	struct agent_offer want = offer_for(&t), o;
+	struct agent a = {0};
+	answer(&a, AGENT_ST_OK, &want);
+	agent_start(&a);
 	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), 0);
+	agent_stop(&a);
+	struct shunt_tuple asked;
+	cr_assert_eq(a.got.type, AGENT_TAKE);
+	fab_tuple_from_wire(&asked, &a.got.u.take);
+	cr_assert(!memcmp(&asked, &t, sizeof t), "asked for the accepted connection's tuple");
 	cr_assert(!memcmp(o.token, "token-of-sixteen", AGENT_TOKEN_LEN));
 	cr_assert_str_eq(o.provider, "tcp");
 	cr_assert_eq(o.ring_size, 65536);
-	cr_assert_eq(access(path, F_OK), -1, "removed once read");
-	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
 }
 
 Test(fab_rendezvous, an_offer_for_another_connection_is_not_taken)
 {
 	struct shunt_tuple t = tuple(40002), other = tuple(40003);
-	struct agent_msg m = offer_for(&other);
-	char path[SHUNT_PATH_MAX];
-	file_frame(SHUNT_ROOM_FILED, &t, "", &m, path, sizeof path); /* under t's name */
-	struct agent_offer o;
+	struct agent_offer wrong = offer_for(&other), o;
+	struct agent a = {0};
+	answer(&a, AGENT_ST_OK, &wrong);
+	agent_start(&a);
 	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
-	cr_assert_eq(access(path, F_OK), -1, "of no use to anyone: removed");
+	agent_stop(&a);
 }
 
-Test(fab_rendezvous, a_truncated_or_foreign_frame_is_not_an_offer)
+Test(fab_rendezvous, none_refused_garbage_or_silence_is_no_offer)
 {
 	struct shunt_tuple t = tuple(40004);
-	struct agent_msg m = offer_for(&t);
-	char path[SHUNT_PATH_MAX];
-	file_frame(SHUNT_ROOM_FILED, &t, "", &m, path, sizeof path);
-	cr_assert(truncate(path, AGENT_HDR_LEN + 10) == 0);
 	struct agent_offer o;
-	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
-	/* A symlink in its place is not followed. */
+	for (int i = 0; i < 4; i++) {
+		struct agent a = {0};
+		if (i == 0)
+			answer(&a, AGENT_ST_NO_OFFER, NULL);
+		else if (i == 1)
+			answer(&a, AGENT_ST_REFUSED, NULL);
+		else if (i == 2)
+			a.alen = (size_t)snprintf((char *)a.answer, sizeof a.answer,
+						  "SD\001\015 not a frame");
+		/* i == 3: it reads the request and never answers (the bound
+		 * is agent_timeout_ms). */
+		agent_start(&a);
+		cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1, "case %d", i);
+		agent_stop(&a);
+	}
+}
+
+Test(fab_rendezvous, no_agent_is_no_offer_at_once)
+{
+	struct shunt_tuple t = tuple(40005);
+	struct agent_offer o;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char *path = sa.sun_path;
+	snprintf(path, sizeof sa.sun_path, "%s/%s", rundir(), SHUNT_AGENT_SOCK);
 	unlink(path);
-	cr_assert(symlink("/etc/passwd", path) == 0);
+	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
+	/* A socket nobody listens on any more, a FIFO in its place. */
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert(bind(s, (struct sockaddr *)&sa, sizeof sa) == 0);
+	close(s);
 	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
 	unlink(path);
+	cr_assert(mkfifo(path, 0600) == 0);
+	cr_assert_eq(fab_rdv_take(rundir(), &t, &o), -1);
+	unlink(path);
+	cr_assert_eq(fab_rdv_take(NULL, &t, &o), -1);
 }
 
 Test(fab_rendezvous, a_relayed_position_needs_the_connections_key)
 {
-	struct shunt_tuple t = tuple(40005);
+	struct shunt_tuple t = tuple(40006);
 	struct agent_msg m = {.type = AGENT_RELAY};
 	const uint8_t *key = (const uint8_t *)"key-of-sixteen-b";
 	fab_tuple_to_wire(&m.u.relay.tuple, &t);
