@@ -13,6 +13,7 @@
 #define SHUNTD_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "config/shunt_config.h"
@@ -91,6 +92,9 @@ void shuntd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* shuntd_client.c: a new connection on a listener (unix: from the rundir
  * socket); closes those past their deadline. */
 void client_accept(struct ev_loop *el, int lfd, void *data, int mask);
+/* Serve fd (a connected, non-blocking socket; peer its address) as a
+ * client; is_unix: it came in on agent.sock. */
+void client_adopt(struct ev_loop *el, int fd, int is_unix, const struct sockaddr_storage *peer);
 void client_reap(struct ev_loop *el, void *data);
 void client_close_all(void);
 

@@ -488,44 +488,49 @@ void client_accept(struct ev_loop *el, int lfd, void *data, int mask)
 			}
 			return;
 		}
-		shuntd.n.clients[is_unix]++;
-		if (shuntd.n.open_clients >= shuntd.max_clients) {
-			struct client *idle = oldest_idle();
-			if (idle)
-				drop(idle); /* its shim opens a new link when it needs one */
-		}
-		struct client *c = shuntd.n.open_clients < shuntd.max_clients ? malloc(sizeof *c) : NULL;
-		if (!c) {
-			/* Busy: say so if it is an agent client, then drop it. */
-			static const uint8_t busy[] = {AGENT_MAGIC0, AGENT_MAGIC1, AGENT_PROTO_VERSION,
-						       AGENT_ERROR, 0, 0, 0, 1, AGENT_E_BUSY};
-			send(fd, busy, sizeof busy, MSG_NOSIGNAL | MSG_DONTWAIT);
-			shuntd.n.errors[SE_BUSY]++;
-			close(fd);
-			continue;
-		}
-		memset(c, 0, offsetof(struct client, in));
-		c->fd = fd;
-		c->is_unix = is_unix;
-		c->peer = ss;
-		c->uid = (uid_t)-1;
-		struct ucred cr;
-		socklen_t crl = sizeof cr;
-		if (is_unix && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-			c->uid = cr.uid;
-		c->out = c->small;
-		c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
-		c->nout = c->outoff = 0;
-		c->prev = NULL; /* after in[], which the memset leaves alone */
-		c->next = clients;
-		if (clients)
-			clients->prev = c;
-		clients = c;
-		shuntd.n.open_clients++;
-		if (ev_watch(el, fd, EV_READ, on_event, c) < 0) {
-			fail(c, SE_IO);
-			drop(c);
-		}
+		client_adopt(el, fd, is_unix, &ss);
+	}
+}
+
+void client_adopt(struct ev_loop *el, int fd, int is_unix, const struct sockaddr_storage *peer)
+{
+	shuntd.n.clients[is_unix]++;
+	if (shuntd.n.open_clients >= shuntd.max_clients) {
+		struct client *idle = oldest_idle();
+		if (idle)
+			drop(idle); /* its shim opens a new link when it needs one */
+	}
+	struct client *c = shuntd.n.open_clients < shuntd.max_clients ? malloc(sizeof *c) : NULL;
+	if (!c) {
+		/* Busy: say so if it is an agent client, then drop it. */
+		static const uint8_t busy[] = {AGENT_MAGIC0, AGENT_MAGIC1, AGENT_PROTO_VERSION,
+					       AGENT_ERROR, 0, 0, 0, 1, AGENT_E_BUSY};
+		send(fd, busy, sizeof busy, MSG_NOSIGNAL | MSG_DONTWAIT);
+		shuntd.n.errors[SE_BUSY]++;
+		close(fd);
+		return;
+	}
+	memset(c, 0, offsetof(struct client, in));
+	c->fd = fd;
+	c->is_unix = is_unix;
+	c->peer = *peer;
+	c->uid = (uid_t)-1;
+	struct ucred cr;
+	socklen_t crl = sizeof cr;
+	if (is_unix && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+		c->uid = cr.uid;
+	c->out = c->small;
+	c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
+	c->nout = c->outoff = 0;
+	c->prev = NULL; /* after in[], which the memset leaves alone */
+	c->next = clients;
+	if (clients)
+		clients->prev = c;
+	clients = c;
+	shuntd.n.open_clients++;
+	if (ev_watch(el, fd, EV_READ, on_event, c) < 0) {
+		fail(c, SE_IO);
+		drop(c);
 	}
 }
 

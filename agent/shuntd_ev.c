@@ -126,28 +126,34 @@ static void run_timers(struct ev_loop *el)
 
 int ev_run(struct ev_loop *el)
 {
-	struct epoll_event evs[64];
-	while (!el->stop) {
-		int n = epoll_wait(el->epfd, evs, 64, next_timeout(el));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+	while (!el->stop)
+		if (ev_once(el, -1) < 0)
 			return -1;
-		}
-		for (int i = 0; i < n && !el->stop; i++) {
-			int fd = evs[i].data.fd;
-			struct ev_file *f = &el->files[fd];
-			/* A handler earlier in this batch may have closed it. */
-			if (f->mask < 0)
-				continue;
-			int mask = 0;
-			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-				mask |= EV_READ;
-			if (evs[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
-				mask |= EV_WRITE;
-			f->fn(el, fd, f->data, mask);
-		}
-		run_timers(el);
-	}
 	return 0;
+}
+
+int ev_once(struct ev_loop *el, int timeout_ms)
+{
+	struct epoll_event evs[64];
+	int t = next_timeout(el);
+	if (timeout_ms >= 0 && (t < 0 || timeout_ms < t))
+		t = timeout_ms;
+	int n = epoll_wait(el->epfd, evs, 64, t);
+	if (n < 0)
+		return errno == EINTR ? 0 : -1;
+	for (int i = 0; i < n && !el->stop; i++) {
+		int fd = evs[i].data.fd;
+		struct ev_file *f = &el->files[fd];
+		/* A handler earlier in this batch may have closed it. */
+		if (f->mask < 0)
+			continue;
+		int mask = 0;
+		if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			mask |= EV_READ;
+		if (evs[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+			mask |= EV_WRITE;
+		f->fn(el, fd, f->data, mask);
+	}
+	run_timers(el);
+	return n;
 }

@@ -28,6 +28,9 @@ int ev_every(struct ev_loop *el, unsigned period_ms, ev_timer_fn *fn, void *data
 
 /* Run until ev_stop(); 0, or -1 with errno if epoll fails. */
 int ev_run(struct ev_loop *el);
+/* One turn: wait at most timeout_ms (-1: until the next timer) for file
+ * events, handle them and the timers due.  The events handled, or -1. */
+int ev_once(struct ev_loop *el, int timeout_ms);
 void ev_stop(struct ev_loop *el);
 
 uint64_t ev_now_ms(void);
