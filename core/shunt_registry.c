@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shunt_forklock.h"
 #include "shunt_core.h"
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
@@ -252,6 +253,7 @@ static struct {
 } reg_cache[REG_CACHE];
 static unsigned reg_next;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(reg_mu, SHUNT_RANK_REGISTRY)
 
 static int cached_live(const uint8_t a[16], uint16_t port)
 {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "shunt_clock.h"
+#include "shunt_forklock.h"
 #include "shunt_conn.h"
 #include "shunt_real.h"
 #include "shunt_tuple.h"
@@ -28,6 +29,7 @@ static struct {
 } route_cache[ROUTE_CACHE];
 static unsigned route_next;
 static pthread_mutex_t route_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(route_mu, SHUNT_RANK_ROUTE)
 
 static int route_source(const struct sockaddr *dst, socklen_t len,
 			struct sockaddr_storage *src, socklen_t *slen)

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shunt_forklock.h"
 #include "shunt_log.h"
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
@@ -71,6 +72,7 @@ static uint64_t avail(struct spill_conn *c)
 
 static const struct shunt_conn_ops spill_ops;
 static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct spill_conn);
+SHUNT_FORK_MUTEX(pool.mu, SHUNT_RANK_POOL)
 
 static struct spill_conn *conn_new(void)
 {

@@ -17,6 +17,7 @@
 #include "fab_internal.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
 #include "core/shunt_spill.h"
@@ -40,6 +41,7 @@ void fab_unlock(struct fab_conn *c)
 }
 
 static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct fab_conn);
+SHUNT_FORK_MUTEX(pool.mu, SHUNT_RANK_POOL)
 
 struct fab_conn *fab_conn_new(int client)
 {
@@ -85,6 +87,7 @@ struct fab_buf {
 };
 static struct fab_buf idle_bufs[FAB_IDLE_BUFS];
 static pthread_mutex_t bufs_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(bufs_mu, SHUNT_RANK_FAB_BUFS)
 static int n_idle_bufs;
 static size_t idle_bytes;
 

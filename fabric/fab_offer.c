@@ -35,6 +35,7 @@
 
 #include "fab_internal.h"
 #include "agent/agent_hmac.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -46,6 +47,7 @@
 
 static struct fab_conn *offers;
 static pthread_mutex_t offers_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(offers_mu, SHUNT_RANK_FAB_OFFERS)
 
 void fab_offer_add(struct fab_conn *c)
 {

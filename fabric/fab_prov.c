@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 
 #define FAB_MAX_PEP 8
@@ -32,6 +33,7 @@ struct fab_pep {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(mu, SHUNT_RANK_FAB_PROV)
 static pid_t owner;               /* objects below belong to this process */
 static char prov_name[32];
 static int init_failed;           /* the provider cannot be opened */

@@ -28,6 +28,7 @@
 #include "agent/agent_proto.h"
 #include "core/shunt_clock.h"
 #include "core/shunt_core.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -51,6 +52,7 @@ struct cache_entry {
 
 static struct cache_entry cache[CACHE_SETS][CACHE_WAYS];
 static uint8_t cache_lock;
+SHUNT_FORK_BYTELOCK(cache_lock, SHUNT_RANK_FAB_AGENTS)
 
 static unsigned cache_set(const uint8_t a[16])
 {
@@ -286,6 +288,7 @@ static struct kept {
 	uint64_t used_ms;
 } kept[KEPT_LINKS];
 static uint8_t kept_lock;
+SHUNT_FORK_BYTELOCK(kept_lock, SHUNT_RANK_FAB_AGENTS)
 
 /* A slot for host a16:port, marked busy: its open link if there is one,
  * else a free slot or the least recently used; -1 when none is to be had. */

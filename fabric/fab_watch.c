@@ -29,6 +29,7 @@
 
 #include "fab_internal.h"
 #include "core/shunt_log.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
@@ -37,6 +38,7 @@
 #define WATCH_MAX_LATER 4096
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(mu, SHUNT_RANK_FAB_WATCH)
 static int epfd = -1;
 static pid_t epid;
 /* Connections the application put into their exchange (fab_watch_demoting):

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/shunt_forklock.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_reserve.h"
@@ -81,6 +82,7 @@ static struct shm_arena arenas[SHM_ARENA_MAX];
 static unsigned narenas;
 static unsigned arena_seq;
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(arena_mu, SHUNT_RANK_SHM_ARENA)
 
 static int arena_path(char *buf, size_t len, const char *name)
 {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 #include "core/shunt_transport.h"
 #include "shm_internal.h"
@@ -25,6 +26,7 @@ int shm_path(char *buf, size_t len, const char *key, const char *suffix)
 /* ---- objects -------------------------------------------------------------- */
 
 static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct shm_conn);
+SHUNT_FORK_MUTEX(pool.mu, SHUNT_RANK_POOL)
 
 void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t ring)
 {

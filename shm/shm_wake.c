@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/shunt_log.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "shm_internal.h"
@@ -133,6 +134,7 @@ static unsigned wpool_n, wpool_seq;
 static pid_t wpool_pid;
 /* Also serialises binding, so two threads never bind one name. */
 static pthread_mutex_t wpool_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(wpool_mu, SHUNT_RANK_SHM_WAKE)
 
 static int wpool_name(char *buf, size_t len, unsigned id)
 {

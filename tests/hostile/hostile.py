@@ -455,8 +455,48 @@ def t_flood():
     note("a held offer taken by the listener's owner after the flood")
 
 
+# ---- item 16: fork while another thread holds one of shunt's locks -------------
+
+def t_fork():
+    """For each of the library's locks (core, shm, fabric): a thread holds
+    it while the main thread forks.  The child must find every lock free,
+    echo 4000 bytes over a new connection (shm, to a shunt echo_server),
+    and exit; the parent connects again afterwards.  fork_locks runs under
+    libshunt-testhooks.so, the library with test hooks (fork_hook.c)."""
+    hooks, prog = os.environ.get("TESTHOOKS_LIB", ""), os.environ.get("FORK_LOCKS", "")
+    check(os.path.exists(hooks) and os.path.exists(prog), "TESTHOOKS_LIB, FORK_LOCKS not built")
+    rd = ae.make_rundir()
+    srv, port = ae.listener(rd, "127.0.0.1")
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    env = shunt_env(rd, logdir)
+    env["LD_PRELOAD"] = hooks
+    try:
+        r = subprocess.run([prog, str(port)], env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        so = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        fail(f"fork_locks hung; so far:\n{so}")
+    out = r.stdout
+    for line in out.splitlines():
+        if line.startswith("FAIL"):
+            fail(line[len("FAIL: "):] + f"\n{out}")
+    check(r.returncode == 0, f"fork_locks exited {r.returncode}: {out}{r.stderr[-500:]}")
+    names = re.findall(r"^lock (\S+): child ok transport=(\S+)", out, re.M)
+    want = {"shunt_registry.c:reg_mu", "shunt_rendezvous.c:route_mu", "shm_arena.c:arena_mu",
+            "shm_wake.c:wpool_mu", "shm_conn.c:pool.mu", "shunt_spill.c:pool.mu",
+            "fab_prov.c:mu", "fab_watch.c:mu", "fab_offer.c:offers_mu", "fab_conn.c:bufs_mu",
+            "fab_conn.c:pool.mu", "fab_rdv.c:cache_lock", "fab_rdv.c:kept_lock"}
+    got = {n for n, _ in names}
+    check(want <= got, f"locks not tried: {sorted(want - got)}")
+    check(all(t == "shm" for _, t in names), f"a child's connection was not on shm: {names}")
+    check("parent after" in out and out.rstrip().endswith("shm"), f"the parent's last connection: {out}")
+    srv.kill()
+    note(f"fork with each of {len(got)} locks held by another thread: every child found them "
+         "free and echoed over shm")
+
+
 SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner, "fdlimit": t_fdlimit,
-             "flood": t_flood}
+             "flood": t_flood, "fork": t_fork}
 
 
 def main():
