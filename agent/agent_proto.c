@@ -348,7 +348,8 @@ void agent_auth_mac(const char *secret, size_t slen, int client,
 
 int agent_secret_read(const char *path, char *out, size_t cap, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* (O_NONBLOCK: a FIFO there must not hang the shim or the agent.) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(err, errlen, "agent_secret_file %s: %s", path, strerror(errno));
 		return -1;

@@ -171,7 +171,8 @@ static int file_frame(const char *rundir, enum shunt_room room, const char *name
 	    shunt_rundir_path(tmp, sizeof tmp, rundir, room, ".%s.%d.%u", name, (int)getpid(),
 			      seq++) < 0)
 		return -1;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = shunt_rundir_open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, S_IFREG, SHUNT_ANY_OWNER,
+				   NULL);
 	if (fd < 0)
 		return -1;
 	int ok = write(fd, buf, n) == (ssize_t)n;

@@ -464,6 +464,12 @@ Test(secret, file_rules, .fini = rmtmp)
 	cr_assert_eq(agent_secret_read("/nonexistent/secret", out, sizeof out, err, sizeof err),
 		     -1);
 	cr_assert(strstr(err, "No such file"), "%s", err);
+	/* A FIFO in its place is refused, not waited on for a writer. */
+	char fifo[sizeof tmpdir + 8];
+	snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(agent_secret_read(fifo, out, sizeof out, err, sizeof err), -1);
+	cr_assert(strstr(err, "regular file"), "%s", err);
 
 	struct shunt_config c;
 	shunt_config_defaults(&c);
