@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 enum shunt_lock_rank {
+	SHUNT_RANK_SETID,       /* shunt_listen.c: held across a set*id call */
 	SHUNT_RANK_FAB_WATCH,   /* fab_watch.c: the watcher's set */
 	SHUNT_RANK_FAB_PROV,    /* fab_prov.c: fabric, domain, endpoints */
 	SHUNT_RANK_FAB_OFFERS,  /* fab_offer.c: offers awaiting connect-back */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "shunt_core.h"
+#include "shunt_forklock.h"
 #include "shunt_log.h"
 #include "shunt_real.h"
 #include "shunt_rundir.h"
@@ -92,6 +93,7 @@ void shunt_listen_at_exit(void)
 static int marks[SETID_MARKS];
 static int nmarks;
 static pthread_mutex_t setid_mu = PTHREAD_MUTEX_INITIALIZER;
+SHUNT_FORK_MUTEX(setid_mu, SHUNT_RANK_SETID)
 
 static void open_marks(int fd, struct shunt_fd *e, void *arg)
 {
