@@ -414,7 +414,7 @@ int shunt_registry_open_marks(const char *rundir, const struct shunt_registratio
 		char path[SHUNT_PATH_MAX];
 		if (entry_path(path, sizeof path, rundir, l->names[i]))
 			continue;
-		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		int fd = shunt_rundir_open(path, O_WRONLY, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 		if (fd >= 0)
 			fds[n++] = fd;
 	}
