@@ -306,7 +306,7 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def t_fdlimit():
+def t_shuntd_fdlimit():
     """More idle agent clients than the agent has fds for: the agent raises
     its soft limit to the hard one, caps its clients below what it has, so
     the longest idle one makes room for a newcomer, and never spins."""
@@ -495,8 +495,8 @@ def t_fork():
          "free and echoed over shm")
 
 
-SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner, "fdlimit": t_fdlimit,
-             "flood": t_flood, "fork": t_fork}
+SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner,
+             "shuntd_fdlimit": t_shuntd_fdlimit, "flood": t_flood, "fork": t_fork}
 
 
 def main():
