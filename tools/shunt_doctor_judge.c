@@ -117,7 +117,8 @@ enum doctor_code doctor_dir_verdict(const struct stat *st, unsigned euid, int gr
 	}
 	if (!group) {
 		/* The library's own rule first, then what it lets through. */
-		if (!shunt_rundir_acceptable(st, euid)) {
+		/* (shared = 1: group-writable is told apart just below.) */
+		if (!shunt_rundir_acceptable(st, euid, 1)) {
 			snprintf(why, whylen, "owned by uid %u, not by uid %u", (unsigned)st->st_uid,
 				 euid);
 			return DOC_RUNDIR_OWNER;
