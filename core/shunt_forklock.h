@@ -54,6 +54,10 @@ void shunt_fork_bytelock(uint8_t *lock, enum shunt_lock_rank rank, const char *n
 	{                                                                                 \
 		shunt_fork_mutex(&(mu), (rank), __FILE__ ":" #mu);                         \
 	}
+/* A mutex whose file takes it across fork() itself (its own pthread_atfork
+ * handlers, because it must also wait for something under it): named so
+ * that tests/check_forklocks.sh knows it is not forgotten. */
+#define SHUNT_FORK_OWN(mu) _Static_assert(sizeof(mu) == sizeof(pthread_mutex_t), #mu " is a mutex")
 #define SHUNT_FORK_BYTELOCK(lock, rank)                                                   \
 	__attribute__((constructor)) static void SHUNT_FORK_CAT(shunt_fork_reg_, __LINE__)(void) \
 	{                                                                                 \

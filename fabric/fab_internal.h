@@ -137,6 +137,12 @@ enum shunt_reason fab_start(const char *prov, unsigned wait_ms);
 
 /* ---- fab_prov.c ----------------------------------------------------------- */
 
+/* Whether this process could take a fabric offer at all: a provider is
+ * named, or (auto) an RDMA device exists.  No system call after the first;
+ * when 0, accept() does not ask the agent for an offer: with auto and no
+ * RDMA device the answer would be a refusal (no-rdma-route) anyway. */
+int fab_may_take(void);
+
 /* The provider configured for dst: 0 with name filled, or a reason (the
  * start-up waited for at most wait_ms when the choice needs libfabric). */
 enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32],

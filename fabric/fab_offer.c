@@ -318,7 +318,9 @@ static int take_offer(int fd, const struct sockaddr *peer, struct shunt_tuple *t
 		      struct agent_offer *o)
 {
 	const char *rd = shunt_rundir();
-	if (!rd || shunt_sa_loopback(peer) || shunt_tuple_accepted(t, fd, peer) < 0)
+	/* Asking the agent is a round trip on its socket for every accepted
+	 * connection: only where an offer could be taken. */
+	if (!rd || shunt_sa_loopback(peer) || !fab_may_take() || shunt_tuple_accepted(t, fd, peer) < 0)
 		return -1;
 	return fab_rdv_take(rd, t, o);
 }

@@ -125,6 +125,11 @@ static int verbs_present(void)
 	return v == 2;
 }
 
+int fab_may_take(void)
+{
+	return strcmp(shunt_config()->fabric_provider, "auto") != 0 || verbs_present();
+}
+
 enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, char name[32],
 				   unsigned wait_ms)
 {

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "fab_internal.h"
+#include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 
 /* How long fork and exit wait for a start-up at most: far beyond one that
@@ -45,6 +46,9 @@ enum { ST_IDLE, ST_RUNNING, ST_READY, ST_FAILED };
 static int state = ST_IDLE; /* atomic; changes under mu (for the waiters) */
 static char prov_name[32];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* Taken across fork() by before_fork() below, which also waits there for a
+ * start-up in progress. */
+SHUNT_FORK_OWN(mu);
 static pthread_cond_t cv;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 

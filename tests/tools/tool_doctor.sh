@@ -556,7 +556,7 @@ t_remote() {
 	# Asked, not offered: the server saw nothing, the agent filed nothing.
 	no_conns "$ADDR_B" "$p" "$NSB"
 	assert_log_lacks ' role=server '
-	[[ $(agent_metric "$NSB" 'shuntd_offers_total{result="filed"}') == 0 ]] ||
+	[[ $(agent_metric "$NSB" 'shuntd_offers_total{result="held"}') == 0 ]] ||
 		die "the agent filed an offer for the doctor"
 	[[ $(agent_metric "$NSB" 'shuntd_queries_total{result="live"}') -ge 1 ]] ||
 		die "the agent counted no QUERY"
@@ -569,7 +569,7 @@ t_remote() {
 	}
 	client "$FAB_OPTS,agent_secret=$SECRET1"
 	client "$FAB_OPTS"
-	[[ $(agent_metric "$NSB" 'shuntd_offers_total{result="filed"}') == 1 ]] ||
+	[[ $(agent_metric "$NSB" 'shuntd_offers_total{result="held"}') == 1 ]] ||
 		die "the client's offer was not filed"
 	client offer_timeout_ms=3000
 	agent_stop B
