@@ -24,7 +24,8 @@
 #   portchurn  (root) the ephemeral port range nearly full of TIME_WAIT:
 #              shunt clients still connect, on shm (bind-before-connect).
 #   kill       kill -9 of the client mid-stream (the server sees EOF or
-#              ECONNRESET within 5 s) and of the server (same for the client).
+#              ECONNRESET within 5 s) and of the server (same for the client);
+#              (root) of a client that is pid 1 of its own PID namespace.
 #   closethr   close() from another thread while threads wait in read,
 #              epoll_wait, poll, recv on shm connections (close_thread).
 source "$(dirname "$0")/lib_shm.sh"
@@ -424,10 +425,13 @@ t_portchurn() {
 # received 20 MB, kill -9 the victim; the survivor must end within 5 s with
 # EOF or ECONNRESET on its reads and EPIPE or ECONNRESET on its writes.
 kill_one() {
-	local victim=$1 survivor vpid spid pfile
+	local victim=$1 survivor vpid spid pfile pidns=${3:-} pre=()
 	MODE=$2
+	# pidns: the victim runs as pid 1 of a PID namespace of its own, so its
+	# pid means another process (init) to the survivor.
+	[[ -n $pidns ]] && pre=(unshare --pid --fork)
 	[[ $victim == client ]] && survivor=server || survivor=client
-	shm_phase "kill-$victim-$MODE" "$MODE"
+	shm_phase "kill-$victim-$MODE${pidns:+-pidns}" "$MODE"
 	pfile=$PDIR/progress
 	local sargs=() cargs=()
 	[[ $survivor == server ]] && sargs=(--progress-file "$pfile" --progress-bytes 20000000)
@@ -435,12 +439,13 @@ kill_one() {
 	bg server "$PROGS/stream_peer" server --bidi --port-file "$PDIR/port" "${sargs[@]}"
 	local sbg=$BG_PID
 	wait_file "$PDIR/port" "$sbg"
-	bg client "$PROGS/stream_peer" client --bidi --bytes 0 --port "$(cat "$PDIR/port")" "${cargs[@]}"
+	bg client "${pre[@]}" "$PROGS/stream_peer" client --bidi --bytes 0 --port "$(cat "$PDIR/port")" "${cargs[@]}"
 	local cbg=$BG_PID
 	if [[ $victim == client ]]; then vpid=$cbg spid=$sbg; else vpid=$sbg spid=$cbg; fi
 	wait_file "$pfile" "$spid" 30
 	local prog
 	prog=$(bg_prog_pid "$vpid")
+	[[ -n $pidns ]] && prog=$(bg_prog_pid "$prog") # unshare's child
 	[[ -n "$prog" ]] || die "no $victim process"
 	kill -KILL "$prog"
 	local t0=$SECONDS
@@ -463,6 +468,13 @@ t_kill() {
 		kill_one "$v" plain
 		kill_one "$v" shunt
 	done
+	# Issue 14, item 7: a peer in another PID namespace.  Its death must be
+	# seen as promptly (liveness from the arena's OFD locks, not its pid).
+	if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && unshare --pid --fork true 2>/dev/null; then
+		kill_one client shunt pidns
+	else
+		note "SKIP kill in a PID namespace (needs root and unshare)"
+	fi
 }
 
 # ---------------------------------------------------------------- closethr
