@@ -22,31 +22,14 @@ shm_phase nginx shunt
 # nobody must reach the files it serves and write its shunt log.
 chmod 711 "$TMP"
 chmod 1777 "$LOGDIR"
-mkdir -p "$TMP/www" "$PDIR/nginx"
+mkdir -p "$TMP/www"
 chmod 755 "$TMP/www"
 random_file "$TMP/www/f.bin" 300000
 chmod 644 "$TMP/www/f.bin"
 want=$(sha256 "$TMP/www/f.bin")
 port=$(free_port)
-cat >"$PDIR/nginx.conf" <<CONF
-user nobody nogroup;
-worker_processes 2;
-daemon off;
-master_process on;
-pid $PDIR/nginx/nginx.pid;
-error_log $PDIR/nginx/error.log warn;
-events { worker_connections 64; use epoll; }
-http {
-    access_log off;
-    client_body_temp_path $PDIR/nginx/body;
-    proxy_temp_path $PDIR/nginx/proxy;
-    fastcgi_temp_path $PDIR/nginx/fastcgi;
-    uwsgi_temp_path $PDIR/nginx/uwsgi;
-    scgi_temp_path $PDIR/nginx/scgi;
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$port; root $TMP/www; }
-}
-CONF
+nginx_conf "nobody nogroup" 2 "use epoll;" "    default_type application/octet-stream;
+    server { listen 127.0.0.1:$port; root $TMP/www; }"
 bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
 npid=$BG_PID
 wait_port "$port" "$npid"

@@ -543,6 +543,25 @@ run_in() {
 	"${pre[@]}" "${PFX[@]}" "$@"
 }
 
+# nginx_conf USER WORKERS EVENTS HTTP: $PDIR/nginx.conf for an nginx in the
+# foreground with every file of its own under $PDIR/nginx.  USER: the `user`
+# directive's arguments ("" for none); EVENTS: added to the events block;
+# HTTP: the http block's own directives and server blocks.
+nginx_conf() {
+	mkdir -p "$PDIR/nginx"
+	{
+		[[ -n $1 ]] && printf 'user %s;\n' "$1"
+		printf '%s\n' "worker_processes $2;" "daemon off;" "master_process on;" \
+			"pid $PDIR/nginx/nginx.pid;" "error_log $PDIR/nginx/error.log warn;" \
+			"events { worker_connections 256; $3 }" "http {" "    access_log off;"
+		local t
+		for t in client_body proxy fastcgi uwsgi scgi; do
+			printf '    %s_temp_path %s;\n' "$t" "$PDIR/nginx/${t/client_body/body}"
+		done
+		printf '%s\n}\n' "$4"
+	} >"$PDIR/nginx.conf"
+}
+
 # ---- subtests: one script, several independent scenarios.  A failing
 # subtest prints its FAIL line and the others still run; the script fails at
 # the end if any did.

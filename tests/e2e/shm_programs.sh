@@ -116,33 +116,17 @@ t_nginx() {
 	random_file "$PDIR/www/big.bin" $size
 	random_file "$PDIR/www/small.bin" 4096
 	want=$(sha256 "$PDIR/www/big.bin")
-	[[ $(id -u) -eq 0 ]] && user_line="user root root;"
+	[[ $(id -u) -eq 0 ]] && user_line="root root"
 	port=$(free_port)
-	cat >"$PDIR/nginx.conf" <<-CONF
-		$user_line
-		worker_processes 2;
-		daemon off;
-		master_process on;
-		pid $PDIR/nginx/nginx.pid;
-		error_log $PDIR/nginx/error.log warn;
-		events { worker_connections 256; use epoll; }
-		http {
-		    access_log off;
-		    client_body_temp_path $PDIR/nginx/body;
-		    proxy_temp_path $PDIR/nginx/proxy;
-		    fastcgi_temp_path $PDIR/nginx/fastcgi;
-		    uwsgi_temp_path $PDIR/nginx/uwsgi;
-		    scgi_temp_path $PDIR/nginx/scgi;
-		    sendfile off;
-		    keepalive_timeout 30;
-		    default_type application/octet-stream;
-		    server {
-		        listen 127.0.0.1:$port;
-		        root $PDIR/www;
-		        location /sf/ { alias $PDIR/www/; sendfile on; }
-		    }
-		}
-	CONF
+	nginx_conf "$user_line" 2 "use epoll;" "
+	    sendfile off;
+	    keepalive_timeout 30;
+	    default_type application/octet-stream;
+	    server {
+	        listen 127.0.0.1:$port;
+	        root $PDIR/www;
+	        location /sf/ { alias $PDIR/www/; sendfile on; }
+	    }"
 	bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
 	local npid=$BG_PID
 	wait_port "$port" "$npid"

@@ -25,7 +25,7 @@
 #              shunt clients still connect, on shm (bind-before-connect).
 #   kill       kill -9 of the client mid-stream (the server sees EOF or
 #              ECONNRESET within 5 s) and of the server (same for the client);
-#              (root) of a client that is pid 1 of its own PID namespace.
+#              (root) of a client in a PID namespace of its own.
 #   closethr   close() from another thread while threads wait in read,
 #              epoll_wait, poll, recv on shm connections (close_thread).
 source "$(dirname "$0")/lib_shm.sh"
@@ -427,8 +427,8 @@ t_portchurn() {
 kill_one() {
 	local victim=$1 survivor vpid spid pfile pidns=${3:-} pre=()
 	MODE=$2
-	# pidns: the victim runs as pid 1 of a PID namespace of its own, so its
-	# pid means another process (init) to the survivor.
+	# pidns: the victim runs in a PID namespace of its own, so its pid
+	# means another process (init, a kernel thread) to the survivor.
 	[[ -n $pidns ]] && pre=(unshare --pid --fork)
 	[[ $victim == client ]] && survivor=server || survivor=client
 	shm_phase "kill-$victim-$MODE${pidns:+-pidns}" "$MODE"
@@ -439,13 +439,24 @@ kill_one() {
 	bg server "$PROGS/stream_peer" server --bidi --port-file "$PDIR/port" "${sargs[@]}"
 	local sbg=$BG_PID
 	wait_file "$PDIR/port" "$sbg"
-	bg client "${pre[@]}" "$PROGS/stream_peer" client --bidi --bytes 0 --port "$(cat "$PDIR/port")" "${cargs[@]}"
+	if [[ -n $pidns ]]; then
+		# unshare outside shunt's prefix: the sanitizer build's library
+		# cannot be preloaded into programs not built with it.
+		_prefix "$MODE" "$E2E_BG_LIFETIME"
+		"${pre[@]}" "${PFX[@]}" "$PROGS/stream_peer" client --bidi --bytes 0 --port "$(cat "$PDIR/port")" \
+			"${cargs[@]}" </dev/null >"$PDIR/client.out" 2>"$PDIR/client.err" &
+		BG_PID=$!
+		BG_PIDS+=("$BG_PID")
+	else
+		bg client "$PROGS/stream_peer" client --bidi --bytes 0 --port "$(cat "$PDIR/port")" "${cargs[@]}"
+	fi
 	local cbg=$BG_PID
 	if [[ $victim == client ]]; then vpid=$cbg spid=$sbg; else vpid=$sbg spid=$cbg; fi
 	wait_file "$pfile" "$spid" 30
 	local prog
 	prog=$(bg_prog_pid "$vpid")
-	[[ -n $pidns ]] && prog=$(bg_prog_pid "$prog") # unshare's child
+	# (pidns: unshare's child is the namespace's init; killing it ends the
+	# namespace, the program with it.)
 	[[ -n "$prog" ]] || die "no $victim process"
 	kill -KILL "$prog"
 	local t0=$SECONDS

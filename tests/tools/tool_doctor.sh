@@ -383,25 +383,7 @@ t_local() {
 # start_nginx PORT GROUP: nginx (master root, one worker nobody:GROUP) on
 # 127.0.0.1:PORT under shunt, answering 204; its wrapper's pid in BG_PID.
 start_nginx() {
-	mkdir -p "$PDIR/nginx"
-	cat >"$PDIR/nginx.conf" <<-CONF
-		user nobody $2;
-		worker_processes 1;
-		daemon off;
-		master_process on;
-		pid $PDIR/nginx/nginx.pid;
-		error_log $PDIR/nginx/error.log warn;
-		events { worker_connections 64; }
-		http {
-		    access_log off;
-		    client_body_temp_path $PDIR/nginx/body;
-		    proxy_temp_path $PDIR/nginx/proxy;
-		    fastcgi_temp_path $PDIR/nginx/fastcgi;
-		    uwsgi_temp_path $PDIR/nginx/uwsgi;
-		    scgi_temp_path $PDIR/nginx/scgi;
-		    server { listen 127.0.0.1:$1; return 204; }
-		}
-	CONF
+	nginx_conf "nobody $2" 1 "" "    server { listen 127.0.0.1:$1; return 204; }"
 	bg nginx nginx -p "$PDIR/nginx" -e "$PDIR/nginx/error.log" -c "$PDIR/nginx.conf"
 }
 
