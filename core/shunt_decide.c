@@ -140,6 +140,8 @@ void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
 			socklen_t plen)
 {
 	int accel = shunt_fd_kind(e) == SHUNT_FD_ACCEL;
+	if (accel && e->role == SHUNT_ROLE_CLIENT && e->conn->ops->transport->connected)
+		e->conn->ops->transport->connected(fd, e->conn, peer, plen);
 	e->stat = shunt_stats_open(fd, e->role,
 				   accel ? (int)e->conn->ops->transport->id : SHUNT_TP_KERNEL,
 				   e->reason, peer, plen);

@@ -29,8 +29,9 @@ void shunt_conn_on_connect(int fd, struct shunt_fd *e, const struct sockaddr *ds
 /* Inside accept(), for the new connection fd on listener lfd. */
 void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e, const struct sockaddr *peer,
 			  socklen_t len);
-/* A decision is final (for connect, once the local address is bound): open
- * its counters and write the log=debug line. */
+/* A decision is final (for connect, once the TCP connect has started):
+ * the transport's connected() step, then the counters and the log=debug
+ * line. */
 void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
 			socklen_t plen);
 

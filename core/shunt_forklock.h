@@ -36,6 +36,7 @@ enum shunt_lock_rank {
 	SHUNT_RANK_FAB_AGENTS,  /* fab_rdv.c: agent cache, kept links */
 	SHUNT_RANK_SHM_ARENA,   /* shm_arena.c */
 	SHUNT_RANK_SHM_WAKE,    /* shm_wake.c: kept wake sockets */
+	SHUNT_RANK_SHM_PENDING, /* shm_pending.c: announced offers */
 	SHUNT_RANK_REGISTRY,    /* shunt_registry.c: entries kept open */
 	SHUNT_RANK_ROUTE,       /* shunt_rendezvous.c: source addresses */
 	SHUNT_RANK_POOL,        /* shunt_conn.c pools: leaves */

@@ -45,13 +45,17 @@ static int entry_path(char *buf, size_t len, const char *rundir, const char *nam
 /* A registry shared by a group (shm_group: l/ is setgid and group-writable)
  * gets entries the group can open, to probe their lock.  Decided from the
  * directory, so shuntd, which reads the same registry, needs no config. */
-static void share_like_dir(int fd, const char *rundir)
+static int dir_shared(const char *rundir)
 {
 	char dir[SHUNT_PATH_MAX];
 	struct stat st;
-	if (shunt_rundir_path(dir, sizeof dir, rundir, SHUNT_ROOM_LISTEN, NULL) == 0 &&
-	    stat(dir, &st) == 0 &&
-	    (st.st_mode & (S_ISGID | 0020)) == (S_ISGID | 0020))
+	return shunt_rundir_path(dir, sizeof dir, rundir, SHUNT_ROOM_LISTEN, NULL) == 0 &&
+	       stat(dir, &st) == 0 && (st.st_mode & (S_ISGID | 0020)) == (S_ISGID | 0020);
+}
+
+static void share_like_dir(int fd, const char *rundir)
+{
+	if (dir_shared(rundir))
 		fchmod(fd, 0660);
 }
 
@@ -83,21 +87,9 @@ static uint64_t *gen_get(const char *rundir)
 						    __ATOMIC_ACQUIRE))
 		return NULL; /* unusable, or another thread is mapping it */
 	char path[SHUNT_PATH_MAX];
-	void *m = MAP_FAILED;
-	int fd = entry_path(path, sizeof path, rundir, GEN_NAME)
-			 ? -1
-			 : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-				SHUNT_FILE_MODE);
-	struct stat sb;
-	if (fd >= 0) {
-		share_like_dir(fd, rundir);
-		/* Space reserved before it is touched: a page of a full tmpfs
-		 * touched through a mapping is a SIGBUS. */
-		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    (sb.st_size >= GEN_LEN || posix_fallocate(fd, 0, GEN_LEN) == 0))
-			m = mmap(NULL, GEN_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		REAL(close)(fd);
-	}
+	void *m = entry_path(path, sizeof path, rundir, GEN_NAME)
+			  ? MAP_FAILED
+			  : shunt_rundir_map(path, GEN_LEN, dir_shared(rundir));
 	if (m == MAP_FAILED) {
 		__atomic_store_n(&gen_state, -1, __ATOMIC_RELEASE);
 		return NULL;

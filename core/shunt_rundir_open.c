@@ -3,7 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include "shunt_rundir_layout.h"
 
 #include "shunt_real.h"
 
@@ -46,4 +49,20 @@ int shunt_rundir_open(const char *path, int flags, mode_t mode, mode_t type, uid
 		      struct stat *st)
 {
 	return shunt_rundir_openat(AT_FDCWD, path, flags, mode, type, owner, st);
+}
+
+void *shunt_rundir_map(const char *path, size_t len, int group)
+{
+	struct stat sb;
+	void *m = MAP_FAILED;
+	int fd = shunt_rundir_open(path, O_RDWR | O_CREAT, SHUNT_FILE_MODE, S_IFREG,
+				   SHUNT_ANY_OWNER, &sb);
+	if (fd < 0)
+		return MAP_FAILED;
+	if (group)
+		fchmod(fd, 0660);
+	if ((off_t)len <= sb.st_size || posix_fallocate(fd, 0, (off_t)len) == 0)
+		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	REAL(close)(fd);
+	return m;
 }

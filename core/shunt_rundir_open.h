@@ -30,4 +30,10 @@ int shunt_rundir_openat(int dfd, const char *name, int flags, mode_t mode, mode_
  * files).  NULL with errno when it is not a directory. */
 DIR *shunt_rundir_opendir(const char *dir);
 
+/* A shared page of len bytes at path, made if it is not there (mode
+ * SHUNT_FILE_MODE, or 0660 with group), its space reserved before it is
+ * touched (a page of a full tmpfs touched through a mapping is a SIGBUS):
+ * counters every process of the rundir sees.  MAP_FAILED if it cannot be. */
+void *shunt_rundir_map(const char *path, size_t len, int group);
+
 #endif

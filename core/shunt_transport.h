@@ -20,9 +20,15 @@ struct shunt_transport_ops {
 	 * prepare for offers (NULL: nothing to do). */
 	void (*on_listen)(int fd);
 	/* Client, before the TCP connect: take the connection (SHUNT_R_NONE,
-	 * e->conn set) or say why not.  May bind fd and publish an offer. */
+	 * e->conn set) or say why not.  May bind fd and publish an offer,
+	 * or announce one that connected() names. */
 	enum shunt_reason (*connect)(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t len);
+	/* Client, once the TCP connect has started (the 4-tuple is known):
+	 * what connect() left for then, such as naming the offer (NULL:
+	 * nothing).  Failing, it demotes c. */
+	void (*connected)(int fd, struct shunt_conn *c, const struct sockaddr *dst,
+			  socklen_t len);
 	/* Server, inside accept(): take the connection the client offered
 	 * (SHUNT_R_NONE, e->conn set) or say why not. */
 	enum shunt_reason (*accept)(int lfd, int fd, struct shunt_fd *e,

@@ -51,12 +51,15 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ri
 	c->slot = *slot;
 	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
+	c->pending = -1;
 	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
 }
 
 void shm_conn_free(struct shm_conn *c)
 {
+	shm_pending_end(c->pending);
+	c->pending = -1;
 	shm_wake_release(c);
 	if (c->hdr)
 		shm_arena_release(&c->slot);
@@ -102,7 +105,10 @@ static void shm_close(struct shunt_conn *base)
 		 * asleep on a futex does not hear the FIN.) */
 		shm_wake_peer(c);
 	}
-	if (c->side == SHM_CLIENT && !c->committed) {
+	/* A connect() that failed: its offer will never be named. */
+	shm_pending_end(c->pending);
+	c->pending = -1;
+	if (c->side == SHM_CLIENT && !c->committed && c->key[0]) {
 		/* The server unlinks an offer it takes; one never taken is
 		 * ours to remove. */
 		char path[SHUNT_PATH_MAX];

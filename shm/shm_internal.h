@@ -74,7 +74,10 @@ struct shm_conn {
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
 	int forked;               /* shared with a child: keep the wake name */
+	int pending;              /* client: the announced bucket, until the
+				     offer is named (-1: none) */
 	char key[96];
+	char target[96];          /* client: what the offer names */
 };
 
 /* The connection ops of an shm end (shm_conn.c). */
@@ -118,6 +121,24 @@ int shm_wake_bind_peer(struct shm_conn *c);
 void shm_wake_release(struct shm_conn *c);
 /* At exit: remove the names of the sockets this process keeps. */
 void shm_wake_exit(void);
+
+/* ---- shm_pending.c: offers announced before the 4-tuple is known ---------- */
+
+/* The bucket of a destination (16-byte address, host-order port). */
+int shm_pending_bucket(const uint8_t addr[16], uint16_t port);
+/* Client, before connect(): announce an offer to dst.  Its bucket, or -1
+ * when none can be announced (then the 4-tuple must be known first). */
+int shm_pending_begin(const struct sockaddr *dst);
+/* The offer announced in bucket b is named, or will never be: wake the
+ * accept()s waiting for it.  Nothing for b < 0. */
+void shm_pending_end(int b);
+/* Bucket b's sequence number: read before looking for an offer. */
+uint32_t shm_pending_seq(int b);
+/* 1 while some client, in any process, has announced an offer in b. */
+int shm_pending_held(int b);
+/* Sleep until b's sequence number moves from seq (or timeout_ms, at most
+ * a few ms: a client killed mid-connect bumps nothing). */
+void shm_pending_sleep(int b, uint32_t seq, int timeout_ms);
 
 /* Remove what dead processes left in <rundir>/o (once per process). */
 void shm_sweep(void);

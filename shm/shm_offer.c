@@ -3,14 +3,16 @@
  *
  * Rendezvous (docs/ARCHITECTURE.md, "Offer and commit"):
  *   client connect():  registry says a live shunt listener has dst
- *                      -> bind (so the 4-tuple is known)
- *                      -> create <rundir>/o/<key>: header + two rings
- *                      -> bind wake socket <key>.c
- *                      -> real connect(); may write into the ring at once
- *   server accept():   open <rundir>/o/<key> for the accepted 4-tuple
+ *                      -> announce an offer to dst (shm_pending.c)
+ *                      -> a ring slot: header + two rings, OFFERED
+ *                      -> real connect(), as without shunt
+ *                      -> the 4-tuple is known: name the slot o/<key>,
+ *                         end the announcement; may write at once
+ *   server accept():   the offer o/<key> for the accepted 4-tuple (waiting
+ *                      while one is announced and not named yet)
  *                      -> owner uid, size, header checked
- *                      -> wake socket <key>.s; CAS OFFERED -> COMMITTED
- *                      -> unlink the offer file, wake the client
+ *                      -> CAS OFFERED -> COMMITTED
+ *                      -> unlink the offer, wake the client
  *   decline (either):  CAS -> DEMOTING: the client sends its unread ring
  *                      bytes over TCP (see shm_demote.c).
  * No byte of this goes over the TCP connection. */
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/shunt_clock.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -55,6 +58,23 @@ static void shm_at_exit(void)
 
 /* ---- client: offer -------------------------------------------------------- */
 
+/* Name the offer for c's 4-tuple: the header's tuple, the peer's wake
+ * names, then the name itself, made last: whoever finds it finds a complete
+ * header.  0, or -1 (nothing named). */
+static int name_offer(struct shm_conn *c, const struct shunt_tuple *t, const char *target)
+{
+	char path[SHUNT_PATH_MAX];
+	shunt_tuple_key(t, c->key, sizeof c->key);
+	c->hdr->tuple = *t;
+	if (shm_path(path, sizeof path, c->key, "") || shm_wake_bind_peer(c) < 0)
+		return -1;
+	/* EEXIST: left by a connection with the same 4-tuple that died. */
+	if (symlink(target, path) < 0 &&
+	    (errno != EEXIST || unlink(path) < 0 || symlink(target, path) < 0))
+		return -1;
+	return 0;
+}
+
 static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct sockaddr *dst,
 				     socklen_t dlen)
 {
@@ -66,8 +86,8 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	struct sockaddr_storage local;
 	socklen_t llen;
 	struct shunt_tuple t;
-	char key[96], path[SHUNT_PATH_MAX];
 	struct shm_conn *c = NULL;
+	int pending = -1;
 	int reg = shunt_registry_lookup(rd, dst);
 	if (reg == SHUNT_REG_NONE)
 		goto out;
@@ -75,17 +95,17 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	if (reg == SHUNT_REG_REFUSES)
 		goto out;
 	shm_sweep();
+	/* Announced, the offer is named once connect() has picked the port
+	 * (shm_connected); otherwise the port is picked here. */
+	pending = shm_pending_begin(dst);
 	why = SHUNT_R_BIND_FAILED;
-	if (shunt_bind_local(fd, dst, dlen, &local, &llen) < 0 ||
-	    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0)
+	if (pending < 0 && (shunt_bind_local(fd, dst, dlen, &local, &llen) < 0 ||
+			    shunt_tuple_make(&t, (struct sockaddr *)&local, dst) < 0))
 		goto out;
 	why = SHUNT_R_RING_ALLOC;
-	shunt_tuple_key(&t, key, sizeof key);
-	if (shm_path(path, sizeof path, key, ""))
-		goto out;
 	uint64_t ring = shunt_config()->ring_size;
 	struct shm_slot slot;
-	char target[96];
+	char target[sizeof c->target];
 	if (shm_arena_alloc(ring, &slot, target, sizeof target) < 0)
 		goto out;
 	struct shm_hdr *h = slot.hdr;
@@ -95,7 +115,6 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	h->file_size = slot.len;
 	h->pid[SHM_CLIENT] = shunt_pid();
 	h->uid[SHM_CLIENT] = geteuid();
-	h->tuple = t;
 	/* Nobody's CPU is known yet (a zeroed header would say CPU 0). */
 	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, -1);
 	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, -1);
@@ -105,15 +124,11 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 		shm_arena_release(&slot);
 		goto out;
 	}
-	snprintf(c->key, sizeof c->key, "%s", key);
-	/* The offer is a name for the slot, made last: whoever finds it
-	 * finds a complete header.  (Wake sockets are bound only when a
-	 * poll/epoll wait needs one.) */
-	if (shm_wake_bind_peer(c) < 0 ||
-	    (symlink(target, path) < 0 &&
-	     (errno != EEXIST || unlink(path) < 0 || symlink(target, path) < 0))) {
-		/* (EEXIST: left by a connection with the same 4-tuple that
-		 * died.) */
+	memcpy(c->target, target, sizeof target);
+	c->pending = pending;
+	pending = -1;
+	/* (Wake sockets are bound only when a poll/epoll wait needs one.) */
+	if (c->pending < 0 && name_offer(c, &t, c->target) < 0) {
 		shm_conn_free(c);
 		c = NULL;
 		goto out;
@@ -122,8 +137,34 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	e->conn = &c->base;
 	why = SHUNT_R_NONE;
 out:
+	shm_pending_end(pending);
 	SHUNT_GUARD_LEAVE();
 	return why;
+}
+
+/* The TCP connect has started: the 4-tuple is known, the announced offer
+ * is named (or, if it cannot be, this end moves to TCP at once). */
+static void shm_connected(int fd, struct shunt_conn *b, const struct sockaddr *dst,
+			  socklen_t dlen)
+{
+	(void)dlen;
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (c->pending < 0)
+		return;
+	SHUNT_GUARD_ENTER();
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof local;
+	struct shunt_tuple t;
+	int ok = getsockname(fd, (struct sockaddr *)&local, &llen) == 0 &&
+		 shunt_tuple_make(&t, (struct sockaddr *)&local, dst) == 0 &&
+		 name_offer(c, &t, c->target) == 0;
+	shm_pending_end(c->pending);
+	c->pending = -1;
+	if (!ok) {
+		c->key[0] = 0;
+		shm_demote(b, SHUNT_R_RING_ALLOC);
+	}
+	SHUNT_GUARD_LEAVE();
 }
 
 /* ---- server: commit or decline ------------------------------------------- */
@@ -164,6 +205,34 @@ static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *wh
 	return shm_arena_attach(target, s, why);
 }
 
+/* The offer for the accepted tuple t: open_offer(), waiting while a client
+ * has announced an offer to t's destination and not named it yet (its
+ * connect() has returned, or is about to: a matter of microseconds, unless
+ * it was preempted; offer_timeout_ms at most, as the client waits for our
+ * answer no longer). */
+static int find_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
+		      enum shunt_reason *why)
+{
+	int b = shm_pending_bucket(t->saddr, t->sport);
+	uint64_t deadline = 0;
+	for (;;) {
+		uint32_t seq = shm_pending_seq(b);
+		if (open_offer(key, s, why) == 0)
+			return 0;
+		if (*why != SHUNT_R_NO_PEER_SHIM || errno != ENOENT)
+			return -1;
+		if (!shm_pending_held(b))
+			/* Named before the announcement ended, if at all. */
+			return open_offer(key, s, why);
+		uint64_t now = shunt_now_ms();
+		if (!deadline)
+			deadline = now + shunt_config()->offer_timeout_ms;
+		if (now >= deadline)
+			return -1;
+		shm_pending_sleep(b, seq, (int)(deadline - now));
+	}
+}
+
 /* Tell the client to carry on over TCP (it replays what it wrote). */
 static void refuse(struct shm_hdr *h)
 {
@@ -192,7 +261,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	shunt_tuple_key(&t, key, sizeof key);
 	if (shm_path(path, sizeof path, key, ""))
 		goto out;
-	if (open_offer(key, &slot, &why) < 0)
+	if (find_offer(&t, key, &slot, &why) < 0)
 		goto out;
 	h = slot.hdr;
 	uint64_t ring;
@@ -272,7 +341,7 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 		return;
 	SHUNT_GUARD_ENTER();
 	shunt_tuple_key(&t, key, sizeof key);
-	if (open_offer(key, &slot, &why) == 0) {
+	if (find_offer(&t, key, &slot, &why) == 0) {
 		struct shm_hdr *h = slot.hdr;
 		uint64_t ring;
 		if (shm_hdr_check(h, slot.len, &t, &ring) == 0) {
@@ -297,6 +366,7 @@ const struct shunt_transport_ops shunt_transport_shm = {
 	.id = SHUNT_TP_SHM,
 	.on_listen = shm_on_listen,
 	.connect = shm_connect,
+	.connected = shm_connected,
 	.accept = shm_accept,
 	.decline = shm_decline,
 	.at_exit = shm_at_exit,
