@@ -86,6 +86,12 @@ static void conn_close(struct shunt_conn *c)
 			  (unsigned long long)c->bytes_out);
 }
 
+/* close() of this thread: the connection whose ops->closed runs after the
+ * real close, held (one at a time; a signal handler's close() in between
+ * finds the slot taken and does not defer). */
+static __thread int closing_then;
+static __thread struct shunt_conn *closing;
+
 /* One fd number less.  The last one says goodbye (ops->close) while the
  * socket is still open; the memory goes with the last reference. */
 static void conn_unref(struct shunt_conn *c)
@@ -95,6 +101,12 @@ static void conn_unref(struct shunt_conn *c)
 			__atomic_sub_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 		if (__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1)
 			hold_socket(c);
+		c->after_close = 0;
+		if (closing_then && !closing && c->ops->closed) {
+			shunt_conn_hold(c);
+			closing = c;
+			c->after_close = 1;
+		}
 		conn_close(c);
 		/* Calls still in flight use the held number from now on. */
 		if (c->held)
@@ -166,6 +178,24 @@ void shunt_conn_on_close(int fd, struct shunt_fd *e)
 	if (c)
 		conn_unref(c);
 	shunt_stats_close(st);
+}
+
+void shunt_conn_on_close_then(int fd, struct shunt_fd *e)
+{
+	closing_then = 1;
+	shunt_conn_on_close(fd, e);
+	closing_then = 0;
+}
+
+void shunt_conn_closed(void)
+{
+	struct shunt_conn *c = closing;
+	if (!c)
+		return;
+	closing = NULL;
+	c->ops->closed(c);
+	c->after_close = 0;
+	shunt_conn_put(c);
 }
 
 void shunt_conn_dup(int fd, int nfd)

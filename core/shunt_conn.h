@@ -47,6 +47,11 @@ struct shunt_conn_ops {
 	 * socket is still open): say goodbye to the peer.  Calls in flight in
 	 * other threads may go on; c->fd is -1 afterwards. */
 	void (*close)(struct shunt_conn *c);
+	/* After the real close() of that number, when c->after_close was set
+	 * for close (NULL: never deferred): what close left for after the FIN,
+	 * such as waking a peer asleep on a futex, who only looks at the
+	 * socket once woken.  c is still held. */
+	void (*closed)(struct shunt_conn *c);
 	/* The last reference is gone (no fd number, no call in flight):
 	 * release everything.  The object itself must stay readable memory
 	 * (recycled, never unmapped): shunt_conn_get() may still touch it. */
@@ -132,6 +137,10 @@ struct shunt_conn {
 	int fin_pending;   /* shutdown(SHUT_WR)'s FIN waits until this end is
 			      on TCP (atomic exchange) */
 	uint64_t offer_deadline; /* client, offered: give up at (ms) */
+	uint8_t local16[16]; /* the local address, when the transport */
+	uint16_t lport;      /* learnt it (lport 0: not known) */
+	uint8_t after_close; /* this close() runs ops->closed after the
+				real close (set by core for close) */
 	uint8_t woke;      /* this end woke a sleeping peer since its last
 			      wait: the peer is not asleep for long */
 	int held;          /* 1 + an fd of shunt's own on the socket, kept
@@ -207,6 +216,12 @@ static inline void shunt_conn_hold(struct shunt_conn *c)
 
 /* The fd number fd (of a KERNEL or ACCEL entry e) is closing. */
 void shunt_conn_on_close(int fd, struct shunt_fd *e);
+/* The same for close(), which then closes the socket and calls
+ * shunt_conn_closed(): what the transport leaves for after the real close
+ * (its FIN) runs there. */
+void shunt_conn_on_close_then(int fd, struct shunt_fd *e);
+/* After the real close() that followed shunt_conn_on_close_then(). */
+void shunt_conn_closed(void);
 /* nfd is a new number for fd's socket (dup, dup2, F_DUPFD). */
 void shunt_conn_dup(int fd, int nfd);
 

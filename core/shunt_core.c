@@ -129,6 +129,24 @@ const char *shunt_prog(void)
  * decision. */
 pid_t shunt_self;
 
+/* (uid_t)-1 + 1 = 0: not asked yet. */
+static uid_t euid_plus1;
+
+uid_t shunt_euid(void)
+{
+	uid_t u = __atomic_load_n(&euid_plus1, __ATOMIC_RELAXED);
+	if (u)
+		return u - 1;
+	u = geteuid();
+	__atomic_store_n(&euid_plus1, u + 1, __ATOMIC_RELAXED);
+	return u;
+}
+
+void shunt_euid_forget(void)
+{
+	__atomic_store_n(&euid_plus1, 0, __ATOMIC_RELAXED);
+}
+
 __attribute__((constructor)) static void shunt_ctor(void)
 {
 	shunt_real_init();

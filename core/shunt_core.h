@@ -51,6 +51,13 @@ int shunt_active(void);
 /* The program name rules are matched against. */
 const char *shunt_prog(void);
 
+/* geteuid(), asked on every connection (the offer's owner, the trust
+ * check), kept until a set*id call through libc (preload/shunt_cred.c)
+ * says it may have changed. */
+uid_t shunt_euid(void);
+/* The credentials may have changed: ask the kernel next time. */
+void shunt_euid_forget(void);
+
 #ifdef SHUNT_NO_INTERPOSE
 /* A program of its own (shuntd, see shunt_real.h) has no fork wrapper. */
 static inline pid_t shunt_pid(void)

@@ -142,9 +142,10 @@ void shunt_conn_decided(int fd, struct shunt_fd *e, const struct sockaddr *peer,
 	int accel = shunt_fd_kind(e) == SHUNT_FD_ACCEL;
 	if (accel && e->role == SHUNT_ROLE_CLIENT && e->conn->ops->transport->connected)
 		e->conn->ops->transport->connected(fd, e->conn, peer, plen);
-	e->stat = shunt_stats_open(fd, e->role,
-				   accel ? (int)e->conn->ops->transport->id : SHUNT_TP_KERNEL,
-				   e->reason, peer, plen);
+	struct shunt_conn *c = accel ? e->conn : NULL;
+	e->stat = shunt_stats_open(fd, e->role, c ? (int)c->ops->transport->id : SHUNT_TP_KERNEL,
+				   e->reason, peer, plen, c && c->lport ? c->local16 : NULL,
+				   c ? c->lport : 0);
 	if (accel)
 		e->conn->stat = e->stat;
 	if (!shunt_log_on(SHUNT_LOG_DEBUG))

@@ -242,6 +242,8 @@ static struct {
 	uint16_t port;
 	int fd;
 	pid_t pid;
+	int refuses;  /* the mark, as last read */
+	uint64_t gen; /* the registry's generation then (+1; 0: not read) */
 } reg_cache[REG_CACHE];
 static unsigned reg_next;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -259,9 +261,15 @@ static int cached_live(const uint8_t a[16], uint16_t port)
 		if (reg_cache[i].pid == shunt_pid() && flock(reg_cache[i].fd, LOCK_EX | LOCK_NB) < 0 &&
 		    errno == EWOULDBLOCK) {
 			/* A holder that dropped its privileges marks the entry
-			 * after we cached it: asked each time. */
-			found = fstat(reg_cache[i].fd, &st) == 0 && st.st_size > 0 ? SHUNT_REG_REFUSES
-										  : SHUNT_REG_LIVE;
+			 * after we cached it, and moves the generation: the
+			 * mark is read again when the generation moved. */
+			uint64_t *gm = __atomic_load_n(&gen_map, __ATOMIC_ACQUIRE);
+			uint64_t g = gm ? __atomic_load_n(gm, __ATOMIC_ACQUIRE) + 1 : 0;
+			if (!g || g != reg_cache[i].gen) {
+				reg_cache[i].refuses = fstat(reg_cache[i].fd, &st) == 0 && st.st_size > 0;
+				reg_cache[i].gen = g;
+			}
+			found = reg_cache[i].refuses ? SHUNT_REG_REFUSES : SHUNT_REG_LIVE;
 		} else {
 			if (reg_cache[i].pid == shunt_pid())
 				shunt_fd_release(reg_cache[i].fd);
@@ -291,6 +299,7 @@ static void cache_live(const char *rundir, const char *name, const uint8_t a[16]
 	reg_cache[i].port = port;
 	reg_cache[i].fd = fd;
 	reg_cache[i].pid = shunt_pid();
+	reg_cache[i].gen = 0; /* the mark is read at the first use */
 	pthread_mutex_unlock(&reg_mu);
 }
 
@@ -415,8 +424,11 @@ int shunt_registry_open_marks(const char *rundir, const struct shunt_registratio
 
 void shunt_registry_mark_refusing(int fd)
 {
-	/* A size of one byte is the mark: live() and the client's cache
-	 * see it with the fstat they make anyway. */
+	/* A size of one byte is the mark: live() sees it with the fstat it
+	 * makes anyway; clients that cached the entry read it again once the
+	 * generation moved. */
 	if (ftruncate(fd, 1) < 0)
 		return;
+	if (__atomic_load_n(&gen_state, __ATOMIC_ACQUIRE) == 2)
+		__atomic_add_fetch(gen_map, 1, __ATOMIC_RELEASE);
 }

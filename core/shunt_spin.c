@@ -57,6 +57,15 @@ enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int 
 	return SHUNT_SPIN_ON;
 }
 
+int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running)
+{
+	unsigned us = 1 + (peer_running ? 1u : 0u);
+	unsigned others = runnable > us ? runnable - us : 0;
+	/* Both ends need a CPU each while we spin, whether the peer runs now
+	 * or is about to be woken. */
+	return ncpus < 2 || others + 2 > ncpus;
+}
+
 void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns, int ready,
 		      enum shunt_spin_verdict why)
 {
@@ -77,8 +86,8 @@ void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun
 		if (b < SHUNT_SPIN_FLOOR_NS)
 			b = 0;
 	}
-	/* SAME_CPU, PEER_ASLEEP, PEER_STALLED: the placement said no, not
-	 * the budget; it stays. */
+	/* SAME_CPU, PEER_ASLEEP, PEER_STALLED, CROWDED: the placement said
+	 * no, not the budget; it stays. */
 	if (b > cap_ns)
 		b = cap_ns;
 	s->budget_ns = (uint32_t)b;

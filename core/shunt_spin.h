@@ -47,6 +47,9 @@ enum shunt_spin_verdict {
 	SHUNT_SPIN_PEER_ASLEEP,  /* the peer sleeps and was not just woken */
 	SHUNT_SPIN_PEER_STALLED, /* the peer spins but its beat stopped */
 	SHUNT_SPIN_BUDGET,       /* the budget ran out */
+	SHUNT_SPIN_CROWDED,      /* other tasks want every other CPU: a
+				    spin keeps the peer's wakeup off the CPU
+				    we would leave idle by sleeping */
 };
 
 /* Below this the budget counts as none: a spin shorter than a wakeup is
@@ -72,6 +75,14 @@ uint64_t shunt_spin_budget(struct shunt_spin_state *s, uint64_t cap_ns);
 enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int mycpu,
 					 int woke, uint64_t spent_ns, uint64_t budget_ns,
 					 uint32_t *beat);
+
+/* 1 when a spin would take a CPU that someone wants: runnable tasks on
+ * the machine (/proc/loadavg's count, which includes us) besides us and
+ * our peer (peer_running: it is on a CPU or waiting for one, not asleep)
+ * leave no CPU free for both of us among ncpus.  A sleeper leaves its CPU
+ * to them, and the kernel then wakes the peer where there is room, which
+ * is what plain TCP gets with a CPU-bound neighbour. */
+int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running);
 
 /* After a wait: spun is how long it spun, ready whether the spin saw it
  * ready, why what stopped it (SHUNT_SPIN_ON when ready). */

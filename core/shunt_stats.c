@@ -206,7 +206,8 @@ static int ours(const struct shunt_stat_slot *s)
 }
 
 struct shunt_stat_slot *shunt_stats_open(int fd, int role, int transport, int reason,
-					 const struct sockaddr *peer, socklen_t plen)
+					 const struct sockaddr *peer, socklen_t plen,
+					 const uint8_t *local16, uint16_t lport)
 {
 	struct shunt_stats_file *f = mine();
 	(void)plen;
@@ -229,8 +230,13 @@ struct shunt_stat_slot *shunt_stats_open(int fd, int role, int transport, int re
 	s->lport = 0;
 	struct sockaddr_storage ls;
 	socklen_t ll = sizeof ls;
-	if (transport != SHUNT_TP_KERNEL && getsockname(fd, (struct sockaddr *)&ls, &ll) == 0)
+	if (local16) {
+		memcpy(s->local, local16, sizeof s->local);
+		s->lport = lport;
+	} else if (transport != SHUNT_TP_KERNEL &&
+		   getsockname(fd, (struct sockaddr *)&ls, &ll) == 0) {
 		put_addr((struct sockaddr *)&ls, s->local, &s->lport);
+	}
 	put_addr(peer, s->peer, &s->pport);
 	s->opened_ns = realtime_ns();
 	slot_end(s);

@@ -69,9 +69,12 @@ static inline void shunt_stat_add(uint64_t *p, uint64_t n)
 }
 
 /* A slot for a connection just decided, or a process-private dummy when no
- * stats file can be had (counters then go nowhere).  Never NULL. */
+ * stats file can be had (counters then go nowhere).  Never NULL.  local16
+ * and lport: the local address when the transport knows it (NULL: asked
+ * of the socket, for an accelerated connection only). */
 struct shunt_stat_slot *shunt_stats_open(int fd, int role, int transport, int reason,
-					 const struct sockaddr *peer, socklen_t plen);
+					 const struct sockaddr *peer, socklen_t plen,
+					 const uint8_t *local16, uint16_t lport);
 /* The connection is closed: its counters join the header's closed totals
  * and the slot is free.  A slot of another process (inherited by fork and
  * not re-homed) is left alone. */

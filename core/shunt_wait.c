@@ -3,12 +3,18 @@
 #include "shunt_wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "shunt_clock.h"
 #include "shunt_conn.h"
+#include "shunt_core.h"
+#include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_spin.h"
 
@@ -27,6 +33,62 @@ static int handoff(enum shunt_spin_verdict why)
 	return 1;
 }
 
+/* How often the machine's runnable count is read: a pread of a small
+ * /proc file (a couple of microseconds), shared by every wait of the
+ * process. */
+#define SHUNT_CROWD_SAMPLE_NS 10000000ull
+
+static int loadavg_open(void *arg)
+{
+	(void)arg;
+	return open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+}
+
+/* Tasks runnable on the machine now (the 4th field of /proc/loadavg,
+ * "running/total"), or -1. */
+static int runnable_now(void)
+{
+	static struct shunt_proc_fd lfd = SHUNT_PROC_FD_INIT;
+	int fd = shunt_proc_fd(&lfd, shunt_pid(), loadavg_open, NULL);
+	char b[128];
+	ssize_t n = fd < 0 ? -1 : pread(fd, b, sizeof b - 1, 0);
+	if (n <= 0)
+		return -1;
+	b[n] = 0;
+	/* "0.50 1.20 2.28 3/250 12345" */
+	const char *p = b;
+	for (int f = 0; f < 3 && p; f++)
+		p = strchr(p + 1, ' ');
+	return p ? atoi(p + 1) : -1;
+}
+
+/* (Racy statics: a stale answer costs a spin or a sleep, never a byte.
+ * The peer's state is the one at the sample.) */
+int shunt_spin_crowded_now(int peer_running)
+{
+	static uint64_t next;
+	static int last;
+	static unsigned ncpus;
+	uint64_t now = shunt_now_ns();
+	if (now < __atomic_load_n(&next, __ATOMIC_RELAXED))
+		return __atomic_load_n(&last, __ATOMIC_RELAXED);
+	__atomic_store_n(&next, now + SHUNT_CROWD_SAMPLE_NS, __ATOMIC_RELAXED);
+	if (!ncpus) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		ncpus = n > 0 ? (unsigned)n : 1;
+	}
+	int r = runnable_now();
+	int v = r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
+	__atomic_store_n(&last, v, __ATOMIC_RELAXED);
+	return v;
+}
+
+static int crowded(const struct shunt_presence *peer)
+{
+	return shunt_spin_crowded_now(peer &&
+				      __atomic_load_n(&peer->where, __ATOMIC_RELAXED) != SHUNT_AT_SLEEP);
+}
+
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 {
 	struct shunt_presence *mine;
@@ -37,7 +99,7 @@ int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 	switch (shunt_spin_check(peer, cpu, __atomic_load_n(&c->woke, __ATOMIC_RELAXED), 0, 1,
 				 &beat)) {
 	case SHUNT_SPIN_ON:
-		return SHUNT_WORTH_SPIN;
+		return crowded(peer) ? SHUNT_WORTH_NOT : SHUNT_WORTH_SPIN;
 	case SHUNT_SPIN_SAME_CPU:
 		return SHUNT_WORTH_YIELD;
 	default:
@@ -146,6 +208,16 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	uint32_t beat = SHUNT_SPIN_NO_BEAT;
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
+	if (why == SHUNT_SPIN_ON && peer && crowded(peer))
+		why = SHUNT_SPIN_CROWDED;
+	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {
+		/* The peer has not said where it runs (a server that has not
+		 * accepted yet): it may be queued on our CPU, waiting for the
+		 * very slice a spin would burn.  Let it run first. */
+		sched_yield();
+		if (conn_ready(a))
+			return 1;
+	}
 	if (why != SHUNT_SPIN_ON) {
 		/* Not worth a spin (the peer shares our CPU, or sleeps): hand
 		 * off at once.  The budget stays: this was the placement. */
@@ -167,6 +239,8 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 			if (mine)
 				__atomic_store_n(&mine->beat, mine->beat + 1, __ATOMIC_RELAXED);
 			why = shunt_spin_check(peer, cpu, woke, shunt_now_ns() - t0, budget, &beat);
+			if (why == SHUNT_SPIN_ON && peer && crowded(peer))
+				why = SHUNT_SPIN_CROWDED;
 			if (why != SHUNT_SPIN_ON)
 				break;
 		}

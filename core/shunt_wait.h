@@ -27,6 +27,10 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 /* SHUNT_WORTH_* for a wait on c, from its peer's presence (a remote peer,
  * of which nothing is known: SHUNT_WORTH_SPIN, the budget decides). */
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu);
+/* 1 when the machine has no CPU to spare for a spin while the peer (running
+ * or about to be woken: peer_running) needs one too (shunt_spin_crowded,
+ * from a sample of /proc/loadavg at most 10 ms old). */
+int shunt_spin_crowded_now(int peer_running);
 
 /* A blocking call on accelerated connection c waits here until the
  * transport's poll() may say ev: spin (spin_us), then sleep on the fds its

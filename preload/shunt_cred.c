@@ -20,6 +20,7 @@
 		shunt_listen_before_setid();                                    \
 		int r_ = (call);                                                \
 		int e_ = errno;                                                 \
+		shunt_euid_forget();                                            \
 		shunt_listen_after_setid(r_ == 0);                              \
 		errno = e_;                                                     \
 		return r_;                                                      \

@@ -45,8 +45,17 @@ SHUNT_EXPORT int close(int fd)
 		return close_borrowed(fd);
 	/* Before the real close: once it returns, another thread may be given
 	 * the same number and must find a clean entry. */
-	forget(fd);
-	return REAL(close)(fd);
+	shunt_epoll_forget(fd);
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (!e || shunt_fd_kind(e) == SHUNT_FD_UNKNOWN)
+		return REAL(close)(fd);
+	shunt_conn_on_close_then(fd, e);
+	int rc = REAL(close)(fd), err = errno;
+	/* The FIN is out (if this was the socket's last description): a
+	 * peer woken now finds it at its first look. */
+	shunt_conn_closed();
+	errno = err;
+	return rc;
 }
 
 static void forget_range(unsigned lo, unsigned hi)

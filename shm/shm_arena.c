@@ -135,20 +135,25 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 	struct shm_arena *a = &arenas[narenas];
 	entry_init(a);
 	snprintf(a->name, sizeof a->name, "a-%d-%u", (int)shunt_pid(), arena_seq++);
-	char path[SHUNT_PATH_MAX];
-	if (arena_path(path, sizeof path, a->name))
+	char path[SHUNT_PATH_MAX], tmp[SHUNT_PATH_MAX];
+	if (arena_path(path, sizeof path, a->name) ||
+	    shunt_rundir_path(tmp, sizeof tmp, shunt_rundir(), SHUNT_ROOM_OFFER, "t-%s", a->name))
 		return NULL;
 	unsigned owned = 0;
 	for (unsigned i = 0; i < narenas; i++)
 		owned += arenas[i].owner == shunt_pid() && arenas[i].base;
 	a->nslots = owned < 2 ? 4 : owned < 4 ? 16 : SHM_ARENA_SLOTS;
 	size_t len = (size_t)slot_size * a->nslots;
-	int fd = shunt_rundir_open(path, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG, SHUNT_ANY_OWNER,
+	/* Made under another name and locked before it is named: a sweeper
+	 * (any process's first use of shm) that found the arena under its
+	 * name before our lock would take it for a dead process's and remove
+	 * it, and every offer naming it would then go unanswered. */
+	int fd = shunt_rundir_open(tmp, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG, SHUNT_ANY_OWNER,
 				   NULL);
 	if (fd < 0 && errno == EEXIST) {
 		/* A dead process of ours with a recycled pid. */
-		unlink(path);
-		fd = shunt_rundir_open(path, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG,
+		unlink(tmp);
+		fd = shunt_rundir_open(tmp, O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG,
 				       SHUNT_ANY_OWNER, NULL);
 	}
 	if (fd < 0)
@@ -156,10 +161,14 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 	shm_share_fd(fd); /* the server maps it read-write */
 	struct stat st;
 	void *m = MAP_FAILED;
-	if (ftruncate(fd, (off_t)len) == 0 && flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0)
+	/* (The rename replaces what a dead process of ours with a recycled
+	 * pid left under the name; its peers keep their mappings.) */
+	if (ftruncate(fd, (off_t)len) == 0 && flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0 &&
+	    rename(tmp, path) == 0)
 		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		REAL(close)(fd);
+		unlink(tmp);
 		unlink(path);
 		return NULL;
 	}

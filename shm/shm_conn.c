@@ -83,6 +83,15 @@ static void shm_forked(struct shunt_conn *base, int child)
 	SHUNT_GUARD_LEAVE();
 }
 
+/* Tell the peer this end's last number here closed, and wake it only if
+ * it sleeps: one awake sees the hint.  (One asleep on a futex does not hear
+ * the FIN.) */
+static void closed_hint(struct shm_conn *c)
+{
+	__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
+	shm_wake_peer(c);
+}
+
 static void shm_close(struct shunt_conn *base)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
@@ -99,16 +108,18 @@ static void shm_close(struct shunt_conn *base)
 	} else if (!c->demoted) {
 		/* Only a hint: the socket may live on in another process.
 		 * The peer trusts the TCP FIN, which comes with the last
-		 * close. */
-		__atomic_store_n(&c->tx.ctl->closed_hint, 1, __ATOMIC_RELEASE);
-		/* Only to a peer asleep: one awake sees the hint.  (One
-		 * asleep on a futex does not hear the FIN.) */
-		shm_wake_peer(c);
+		 * close.  Given after the real close when it is close():
+		 * told before the FIN, the peer would look at a quiet socket,
+		 * again and again while it spins, then arm a wait for it. */
+		if (base->after_close)
+			c->wake_at_closed = 1;
+		else
+			closed_hint(c);
 	}
 	/* A connect() that failed: its offer will never be named. */
 	shm_pending_end(c->pending);
 	c->pending = -1;
-	if (c->side == SHM_CLIENT && !c->committed && c->key[0]) {
+	if (c->side == SHM_CLIENT && !c->committed && st != SHM_COMMITTED && c->key[0]) {
 		/* The server unlinks an offer it takes; one never taken is
 		 * ours to remove. */
 		char path[SHUNT_PATH_MAX];
@@ -118,6 +129,17 @@ static void shm_close(struct shunt_conn *base)
 	/* The number is about to be closed: a call still in flight in
 	 * another thread must not touch it (it may be reused). */
 	__atomic_store_n(&c->base.fd, -1, __ATOMIC_RELEASE);
+	SHUNT_GUARD_LEAVE();
+}
+
+static void shm_closed(struct shunt_conn *base)
+{
+	struct shm_conn *c = (struct shm_conn *)base;
+	if (!c->wake_at_closed)
+		return;
+	c->wake_at_closed = 0;
+	SHUNT_GUARD_ENTER();
+	closed_hint(c);
 	SHUNT_GUARD_LEAVE();
 }
 
@@ -131,6 +153,7 @@ static void shm_free(struct shunt_conn *base)
 const struct shunt_conn_ops shm_conn_ops = {
 	.transport = &shunt_transport_shm,
 	.close = shm_close,
+	.closed = shm_closed,
 	.free = shm_free,
 	.demote = shm_demote,
 	.fork = shm_fork,

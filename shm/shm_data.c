@@ -5,9 +5,10 @@
  * block it waits in core/shunt_wait.c: a spin while the peer runs on
  * another CPU (each end publishes where it is: shm_presence), then a sleep
  * on a futex word of the ring (shm_sleep) that the peer moves when it
- * writes, reads or changes the state.  Before the commit the socket may
- * speak first, so the wait arms the wake socket and the TCP socket
- * instead (shm_arm), as poll/select/epoll always do. */
+ * writes, reads or changes the state.  Once the peer closed, or the
+ * connection is leaving, the socket speaks first, so the wait arms the
+ * wake socket and the TCP socket instead (shm_arm), as poll/select/epoll
+ * always do. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -430,13 +431,32 @@ static int recheck(struct shm_conn *c)
 int shm_sleep(struct shunt_conn *b, short ev, int timeout_ms)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
-	/* Before the commit (or once leaving) the socket may speak first: a
-	 * server without shunt behind a registered address, the bytes of a
-	 * replay; after the peer closed an fd, the FIN of its last close
-	 * comes there, not in the rings.  Only an armed wait hears it at once. */
-	if (c->demoted || state_of(c) != SHM_COMMITTED ||
-	    __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
+	/* Once leaving, the socket speaks first (the bytes of a replay); after
+	 * the peer closed an fd, the FIN of its last close comes there, not in
+	 * the rings.  Only an armed wait hears it at once. */
+	uint32_t st = state_of(c);
+	if (c->demoted || (st != SHM_COMMITTED && st != SHM_OFFERED))
 		return SHUNT_SLEEP_ARM;
+	if (__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
+		/* The hint comes after the FIN when the peer closed with
+		 * close(): usually it is there, and binding a wake socket to
+		 * find it would cost more than this look. */
+		return shm_poll(b, ev) ? 0 : SHUNT_SLEEP_ARM;
+	/* A client waiting for the commit sleeps on the futex as well: the
+	 * server's accept() moves the state and wakes it, and binding a wake
+	 * socket for that one wait cost five system calls per connection.
+	 * What the futex cannot hear is a server without shunt behind a
+	 * registered address that speaks first on TCP: the first recheck
+	 * (10 ms) hears it, and the offer's deadline bounds the sleep. */
+	if (st == SHM_OFFERED) {
+		if (c->side != SHM_CLIENT)
+			return SHUNT_SLEEP_ARM;
+		int left = shunt_offer_ms_left(&c->base);
+		if (left <= 0)
+			return 0; /* over: the data path demotes */
+		if (timeout_ms < 0 || timeout_ms > left)
+			timeout_ms = left;
+	}
 	int rd = (ev & (POLLIN | POLLRDNORM | POLLRDHUP)) != 0;
 	uint32_t *seq = rd ? &c->rx.ctl->data_seq : &c->tx.ctl->space_seq;
 	uint32_t *cnt = rd ? &c->rx.ctl->reader_sleep : &c->tx.ctl->writer_sleep;

@@ -74,6 +74,7 @@ struct shm_conn {
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
 	int forked;               /* shared with a child: keep the wake name */
+	int wake_at_closed;       /* close() hints and wakes after the FIN */
 	int pending;              /* client: the announced bucket, until the
 				     offer is named (-1: none) */
 	char key[96];

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "core/shunt_registry.h"
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_transport.h"
+#include "core/shunt_wait.h"
 #include "shm_internal.h"
 
 /* ---- listen --------------------------------------------------------------- */
@@ -114,9 +116,10 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	h->ring_size = ring;
 	h->file_size = slot.len;
 	h->pid[SHM_CLIENT] = shunt_pid();
-	h->uid[SHM_CLIENT] = geteuid();
-	/* Nobody's CPU is known yet (a zeroed header would say CPU 0). */
-	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, -1);
+	h->uid[SHM_CLIENT] = shunt_euid();
+	/* The server's CPU is not known until it accepts (a zeroed header
+	 * would say CPU 0). */
+	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, sched_getcpu());
 	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, -1);
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
 	c = shm_conn_new(&slot, SHM_CLIENT, ring);
@@ -128,10 +131,14 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	c->pending = pending;
 	pending = -1;
 	/* (Wake sockets are bound only when a poll/epoll wait needs one.) */
-	if (c->pending < 0 && name_offer(c, &t, c->target) < 0) {
-		shm_conn_free(c);
-		c = NULL;
-		goto out;
+	if (c->pending < 0) {
+		if (name_offer(c, &t, c->target) < 0) {
+			shm_conn_free(c);
+			c = NULL;
+			goto out;
+		}
+		memcpy(c->base.local16, t.caddr, sizeof c->base.local16);
+		c->base.lport = t.cport;
 	}
 	shunt_offer_start(&c->base);
 	e->conn = &c->base;
@@ -158,6 +165,10 @@ static void shm_connected(int fd, struct shunt_conn *b, const struct sockaddr *d
 	int ok = getsockname(fd, (struct sockaddr *)&local, &llen) == 0 &&
 		 shunt_tuple_make(&t, (struct sockaddr *)&local, dst) == 0 &&
 		 name_offer(c, &t, c->target) == 0;
+	if (ok) {
+		memcpy(b->local16, t.caddr, sizeof b->local16);
+		b->lport = t.cport;
+	}
 	shm_pending_end(c->pending);
 	c->pending = -1;
 	if (!ok) {
@@ -172,7 +183,7 @@ static void shm_connected(int fd, struct shunt_conn *b, const struct sockaddr *d
 int shm_offer_uid_ok(uid_t uid, gid_t gid)
 {
 	gid_t g;
-	return uid == geteuid() || (shunt_rundir_group(&g) && gid == g);
+	return uid == shunt_euid() || (shunt_rundir_group(&g) && gid == g);
 }
 
 void shm_share_fd(int fd)
@@ -188,7 +199,8 @@ void shm_share_path(const char *path)
 }
 
 /* Hold the slot the offer for key names, if there is a valid one from a
- * user we trust. */
+ * user we trust: 0; -2 when there is no offer by that name; -1 with *why
+ * when there is one that cannot be taken. */
 static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *why)
 {
 	char path[SHUNT_PATH_MAX], target[128];
@@ -197,12 +209,40 @@ static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *wh
 		return -1;
 	ssize_t n = readlink(path, target, sizeof target - 1);
 	if (n < 0) {
+		if (errno == ENOENT)
+			return -2; /* none (yet) */
 		if (errno == EINVAL)
 			*why = SHUNT_R_BAD_OFFER; /* not a name for a slot */
 		return -1;
 	}
 	target[n] = 0;
 	return shm_arena_attach(target, s, why);
+}
+
+/* How long an accept() watches an announced offer before it sleeps. */
+#define PENDING_SPIN_NS 20000
+
+/* 1 when bucket b's sequence number moved from seq within the spin. */
+static int pending_spin(int b, uint32_t seq)
+{
+	uint64_t budget = (uint64_t)shunt_config()->spin_us * 1000;
+	if (budget > PENDING_SPIN_NS)
+		budget = PENDING_SPIN_NS;
+	/* No CPU to spare (a busy neighbour, more pairs than CPUs): the
+	 * sleep leaves ours to the client. */
+	if (!budget || shunt_spin_crowded_now(1))
+		return 0;
+	/* The client may be queued on our CPU, in the middle of it. */
+	sched_yield();
+	uint64_t t0 = shunt_now_ns();
+	for (unsigned i = 1;; i++) {
+		if (shm_pending_seq(b) != seq)
+			return 1;
+		shunt_cpu_relax();
+		if ((i & 63) == 0 && shunt_now_ns() - t0 >= budget)
+			break;
+	}
+	return 0;
 }
 
 /* The offer for the accepted tuple t: open_offer(), waiting while a client
@@ -217,16 +257,22 @@ static int find_offer(const struct shunt_tuple *t, const char *key, struct shm_s
 	uint64_t deadline = 0;
 	for (;;) {
 		uint32_t seq = shm_pending_seq(b);
-		if (open_offer(key, s, why) == 0)
-			return 0;
-		if (*why != SHUNT_R_NO_PEER_SHIM || errno != ENOENT)
-			return -1;
+		int r = open_offer(key, s, why);
+		if (r != -2)
+			return r;
 		if (!shm_pending_held(b))
 			/* Named before the announcement ended, if at all. */
-			return open_offer(key, s, why);
+			return open_offer(key, s, why) == 0 ? 0 : -1;
 		uint64_t now = shunt_now_ms();
-		if (!deadline)
+		if (!deadline) {
 			deadline = now + shunt_config()->offer_timeout_ms;
+			/* The client names its offer a few microseconds after
+			 * its connect() returned, on another CPU as a rule: a
+			 * short look at the bucket first, as a sleep and its
+			 * wakeup cost more than that. */
+			if (pending_spin(b, seq))
+				continue;
+		}
 		if (now >= deadline)
 			return -1;
 		shm_pending_sleep(b, seq, (int)(deadline - now));
@@ -294,14 +340,20 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		why = SHUNT_R_OFFER_TIMEOUT;
 		goto fail;
 	}
+	memcpy(c->base.local16, t.saddr, sizeof c->base.local16);
+	c->base.lport = t.sport;
 	h->pid[SHM_SERVER] = shunt_pid();
-	h->uid[SHM_SERVER] = geteuid();
+	/* Where we run, for the client's next wait: spin, or yield to us. */
+	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, sched_getcpu());
+	h->uid[SHM_SERVER] = shunt_euid();
 	c->committed = 1;
 	unlink(path);
-	/* Only a client asleep needs to hear of it (it counted itself in
-	 * before sleeping); one that is not will see the state.  A wakeup
-	 * costs the client a trip through the scheduler. */
-	shm_wake_peer(c);
+	/* No wakeup: nothing a client waits for comes with the commit itself.
+	 * Its reads wait for our bytes, its writes for space we free, and each
+	 * of those wakes it; a wakeup now would be a trip through the
+	 * scheduler for it to find nothing and sleep again (its sleep before
+	 * the commit ends at the offer's deadline at the latest, and then it
+	 * sees the state). */
 	e->conn = &c->base;
 	SHUNT_GUARD_LEAVE();
 	return SHUNT_R_NONE;

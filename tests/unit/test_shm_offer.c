@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "conn_pair.h"
@@ -130,4 +131,38 @@ Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
 	cr_assert_eq(t_recv(p.sfd, &b, 1, 0), 1);
 	unlink(path);
 	pair_close(&p);
+}
+
+/* A ring arena appears under its name already locked by its owner (made
+ * under another name, locked, then renamed): a sweeper that found it
+ * unlocked would take it for a dead process's and remove it, and every
+ * offer naming it would go unanswered (seen with several clients starting
+ * at once).  The name must come by rename, never by creation. */
+Test(shm_offer, an_arena_is_named_only_once_it_is_locked)
+{
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/o", shunt_rundir());
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	cr_assert(in >= 0);
+	cr_assert(inotify_add_watch(in, dir, IN_CREATE | IN_MOVED_TO) >= 0, "%s: %s", dir,
+		  strerror(errno));
+	struct conn_pair p;
+	pair_open(&p);
+	cr_assert_str_eq(fd_transport(p.cfd), "shm");
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n = read(in, buf, sizeof buf);
+	cr_assert_gt(n, 0, "no event in %s", dir);
+	int named = 0;
+	for (char *q = buf; q < buf + n;) {
+		struct inotify_event *ev = (struct inotify_event *)q;
+		if (ev->len && !strncmp(ev->name, "a-", 2)) {
+			cr_assert(!(ev->mask & IN_CREATE), "arena %s created under its name",
+				  ev->name);
+			named += (ev->mask & IN_MOVED_TO) != 0;
+		}
+		q += sizeof *ev + ev->len;
+	}
+	cr_assert_geq(named, 1, "no arena named");
+	pair_close(&p);
+	close(in);
 }

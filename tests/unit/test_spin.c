@@ -81,3 +81,31 @@ Test(spin, budget_adapts)
 	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
 	cr_assert_eq(shunt_spin_budget(&s, 0), 0);
 }
+
+/* A spin needs a CPU for each end; with other runnable tasks taking the
+ * rest (a CPU-bound neighbour, more pairs than CPUs) it takes one from
+ * them, or keeps the peer's wakeup from the CPU a sleep would leave idle. */
+Test(spin, crowded_when_others_want_the_cpus)
+{
+	/* 2 CPUs, us and our peer running: room for both. */
+	cr_assert_eq(shunt_spin_crowded(2, 2, 1), 0);
+	/* The peer asleep (we are about to wake it): room still. */
+	cr_assert_eq(shunt_spin_crowded(1, 2, 0), 0);
+	/* One busy neighbour, the peer running or asleep: none. */
+	cr_assert_eq(shunt_spin_crowded(3, 2, 1), 1);
+	cr_assert_eq(shunt_spin_crowded(2, 2, 0), 1);
+	/* Four pairs on two CPUs. */
+	cr_assert_eq(shunt_spin_crowded(8, 2, 1), 1);
+	/* One CPU: a spin always takes the peer's. */
+	cr_assert_eq(shunt_spin_crowded(1, 1, 0), 1);
+	/* Four CPUs and one neighbour: room for both. */
+	cr_assert_eq(shunt_spin_crowded(3, 4, 1), 0);
+	cr_assert_eq(shunt_spin_crowded(5, 4, 1), 1);
+	/* A count that missed us (read between two states) is not negative. */
+	cr_assert_eq(shunt_spin_crowded(0, 2, 1), 0);
+	/* The verdict is a placement's: it leaves the budget as it was. */
+	struct shunt_spin_state s;
+	shunt_spin_init(&s, CAP);
+	shunt_spin_learn(&s, CAP, 100, 0, SHUNT_SPIN_CROWDED);
+	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
+}
