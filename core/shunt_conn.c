@@ -323,6 +323,10 @@ static void fork_one(int fd, struct shunt_fd *e, void *arg)
 	(void)fd;
 	(void)arg;
 	struct shunt_conn *c = held(e);
+	/* Shared with another process from now on, which may set timeouts
+	 * this one never hears of. */
+	if (c)
+		c->timeo = 1;
 	if (c && c->ops->fork)
 		c->ops->fork(c);
 }

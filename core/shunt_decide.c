@@ -41,6 +41,8 @@ struct shunt_fd *shunt_conn_classify(int fd)
 		l = sizeof(int);
 		REAL(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l);
 		k = acc ? SHUNT_FD_LISTEN : SHUNT_FD_TCP;
+		/* Made elsewhere: its timeouts are not known. */
+		e->flags |= SHUNT_FDF_TIMEO;
 		int fl = REAL(fcntl)(fd, F_GETFL, 0);
 		if (fl >= 0 && (fl & O_NONBLOCK))
 			e->flags |= SHUNT_FDF_NONBLOCK;
@@ -127,6 +129,7 @@ static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_
 		e->conn->fds = 1;
 		e->conn->fd = fd;
 		e->conn->nonblock = (e->flags & SHUNT_FDF_NONBLOCK) != 0;
+		e->conn->timeo = (e->flags & SHUNT_FDF_TIMEO) != 0;
 		shunt_spin_init(&e->conn->spin, (uint64_t)shunt_config()->spin_us * 1000);
 		__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 	} else {

@@ -57,6 +57,10 @@ _Static_assert(sizeof(struct shunt_fd) == 32, "an fd entry is 32 bytes");
 /* SHUNT_FD_INTERNAL, made by a dependency (libfabric) under the guard: it
  * keeps the number, so it cannot be moved (see shunt_ownfd.h). */
 #define SHUNT_FDF_BORROWED 0x04
+/* A receive or send timeout may be set on the socket: set through
+ * setsockopt here, inherited from a listener that had one, or a socket this
+ * process did not make.  Without it a blocking wait asks no SO_RCVTIMEO. */
+#define SHUNT_FDF_TIMEO 0x08
 
 extern struct shunt_fd *shunt_fdtab_top[SHUNT_FDTAB_TOP];
 

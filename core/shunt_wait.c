@@ -270,7 +270,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	/* The socket's timeout, asked only now: a system call the spinning
 	 * path must not pay.  (UINT64_MAX: asked, none set.) */
 	if (!*deadline) {
-		*deadline = deadline_of(c, opt);
+		*deadline = c->timeo ? deadline_of(c, opt) : 0;
 		if (!*deadline)
 			*deadline = UINT64_MAX;
 	}

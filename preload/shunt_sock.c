@@ -108,10 +108,11 @@ SHUNT_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	} else {
 		/* Refused, unreachable...: the socket is unconnected again and
 		 * may be connected anew, so the decision is undone. */
-		int nonblock = e->flags & SHUNT_FDF_NONBLOCK;
+		int nonblock = e->flags & SHUNT_FDF_NONBLOCK, timeo = e->flags & SHUNT_FDF_TIMEO;
 		if (shunt_fd_kind(e) == SHUNT_FD_ACCEL)
 			shunt_conn_on_close(fd, e);
 		shunt_conn_new_tcp(fd, nonblock);
+		e->flags |= (uint8_t)timeo;
 	}
 	errno = saved;
 	return rc;
@@ -148,8 +149,11 @@ static int accept_common(int lfd, struct sockaddr *sa, socklen_t *len, int flags
 	shunt_fd_reset(fd);
 	shunt_conn_new_tcp(fd, four && (flags & SOCK_NONBLOCK));
 	struct shunt_fd *e = shunt_fd_peek(fd);
-	if (e)
+	if (e) {
+		/* An accepted socket starts with the listener's timeouts. */
+		e->flags |= (uint8_t)(le->flags & SHUNT_FDF_TIMEO);
 		shunt_conn_on_accept(lfd, fd, e, (struct sockaddr *)&ss, sl);
+	}
 	errno = saved;
 	return fd;
 }
@@ -179,11 +183,29 @@ SHUNT_EXPORT int shutdown(int fd, int how)
 	return REAL(shutdown)(fd, how);
 }
 
+/* SO_RCVTIMEO and SO_SNDTIMEO, in both their time layouts (asm-generic
+ * numbers: SO_*TIMEO_OLD 20/21, SO_*TIMEO_NEW 66/67). */
+static int is_timeo(int level, int opt)
+{
+	return level == SOL_SOCKET && (opt == 20 || opt == 21 || opt == 66 || opt == 67);
+}
+
 SHUNT_EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t len)
 {
 	/* Options live on the kernel socket, which the application holds;
-	 * transports read them from there when they need them. */
-	return REAL(setsockopt)(fd, level, opt, v, len);
+	 * transports read them from there when they need them.  Only that a
+	 * timeout was set is noted: a wait then asks for it. */
+	int rc = REAL(setsockopt)(fd, level, opt, v, len);
+	if (rc == 0 && is_timeo(level, opt)) {
+		struct shunt_fd *e = shunt_fd_peek(fd);
+		if (e) {
+			__atomic_or_fetch(&e->flags, SHUNT_FDF_TIMEO, __ATOMIC_RELAXED);
+			struct shunt_fd *a = shunt_fd_accel(fd);
+			if (a && a->conn)
+				__atomic_store_n(&a->conn->timeo, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return rc;
 }
 
 SHUNT_EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)

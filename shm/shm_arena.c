@@ -196,7 +196,15 @@ static struct shm_arena *find_free(uint64_t slot_size, unsigned *slot)
 			unsigned s = (a->cursor + k) % a->nslots;
 			if (a->own_busy & (1ull << s))
 				continue;
-			if (slot_lock(a->fd, (uint64_t)s * slot_size, F_WRLCK, F_OFD_GETLK) == 0) {
+			/* Both ends said they let go (shm_conn_free): no lock
+			 * to ask about.  Otherwise the lock says (a server
+			 * killed while holding it holds nothing). */
+			const struct shm_hdr *h = (const struct shm_hdr *)(a->base + (uint64_t)s * slot_size);
+			int free_ = a->reserved & (1ull << s)
+					    ? __atomic_load_n(&h->let_go, __ATOMIC_ACQUIRE) == 3u
+					    : 0;
+			if (free_ ||
+			    slot_lock(a->fd, (uint64_t)s * slot_size, F_WRLCK, F_OFD_GETLK) == 0) {
 				a->cursor = (s + 1) % a->nslots;
 				*slot = s;
 				return a;
@@ -228,7 +236,8 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	}
 	if (a) {
 		uint64_t off = (uint64_t)k * slot_size;
-		int n = snprintf(target, tlen, "%s:%u:%llu", a->name, k, (unsigned long long)ring);
+		int n = snprintf(target, tlen, "%s:%u:%llu:%llu", a->name, k, (unsigned long long)ring,
+				 (unsigned long long)a->ino);
 		if (n > 0 && (size_t)n < tlen &&
 		    slot_lock(a->fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
 			*s = (struct shm_slot){.hdr = (struct shm_hdr *)(a->base + off),
@@ -248,10 +257,11 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	return rc;
 }
 
-/* "a-<pid>-<n>:<slot>:<ring>" as written by shm_arena_alloc; every part
- * checked, the name kept to a safe alphabet. */
+/* "a-<pid>-<n>:<slot>:<ring>[:<inode>]" as written by shm_arena_alloc;
+ * every part checked, the name kept to a safe alphabet.  *ino is 0 when the
+ * inode is not given. */
 static int parse_target(const char *t, char *name, size_t nlen, unsigned *slot,
-			uint64_t *ring)
+			uint64_t *ring, uint64_t *ino)
 {
 	const char *c1 = strchr(t, ':');
 	if (!c1 || (size_t)(c1 - t) >= nlen || c1 - t < 3 || strncmp(t, "a-", 2))
@@ -268,8 +278,17 @@ static int parse_target(const char *t, char *name, size_t nlen, unsigned *slot,
 		return -1;
 	const char *r = end + 1;
 	unsigned long long rs = strtoull(r, &end, 10);
-	if (errno || end == r || *end || rs < SHM_MIN_RING || rs > SHM_MAX_RING || (rs & (rs - 1)))
+	if (errno || end == r || (*end && *end != ':') || rs < SHM_MIN_RING ||
+	    rs > SHM_MAX_RING || (rs & (rs - 1)))
 		return -1;
+	*ino = 0;
+	if (*end == ':') {
+		const char *i = end + 1;
+		unsigned long long in = strtoull(i, &end, 10);
+		if (errno || end == i || *end || !in)
+			return -1;
+		*ino = in;
+	}
 	*slot = (unsigned)k;
 	*ring = rs;
 	return 0;
@@ -317,9 +336,9 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 {
 	char name[48];
 	unsigned k;
-	uint64_t ring;
+	uint64_t ring, ino;
 	*why = SHUNT_R_BAD_OFFER;
-	if (parse_target(target, name, sizeof name, &k, &ring) < 0)
+	if (parse_target(target, name, sizeof name, &k, &ring, &ino) < 0)
 		return -1;
 	uint64_t slot_size = SHM_HDR_SIZE + 2 * ring, off = (uint64_t)k * slot_size;
 	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size};
@@ -332,11 +351,14 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		if (!a->base || a->owner || strcmp(a->name, name) || a->slot_size != slot_size)
 			continue;
 		/* A name outlives its owner until swept, and a pid can come
-		 * back: the name must still be the file we mapped. */
+		 * back: the name must still be the file we mapped.  The offer
+		 * says which file it names (its inode); an offer that does not
+		 * is checked by path. */
 		char path[SHUNT_PATH_MAX];
 		struct stat now;
-		if (arena_path(path, sizeof path, name) || stat(path, &now) < 0 ||
-		    now.st_dev != a->dev || now.st_ino != a->ino)
+		if (ino ? ino != (uint64_t)a->ino
+			: (arena_path(path, sizeof path, name) || stat(path, &now) < 0 ||
+			   now.st_dev != a->dev || now.st_ino != a->ino))
 			break;
 		int fd = lock_fd(a);
 		if (fd >= 0 && slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
@@ -359,7 +381,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !shm_offer_uid_ok(st.st_uid, st.st_gid))
 		goto fail;
 	*why = SHUNT_R_BAD_OFFER;
-	if ((uint64_t)st.st_size < off + slot_size ||
+	if ((ino && (uint64_t)st.st_ino != ino) || (uint64_t)st.st_size < off + slot_size ||
 	    (uint64_t)st.st_size > (uint64_t)SHM_ARENA_SLOTS * (SHM_HDR_SIZE + 2ull * SHM_MAX_RING))
 		goto fail;
 	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0)

@@ -4,7 +4,8 @@
  *   SHM_HDR_SIZE       client -> server ring data (ring_size bytes)
  *   + ring_size        server -> client ring data
  *
- * The client creates it as <rundir>/o/<key> before its TCP connect; the
+ * It is a slot of one of the client's ring arenas (shm_arena.c), named by
+ * the offer <rundir>/o/<key> once the client's connect() has started; the
  * accepting process finds it by the 4-tuple accept() returned, validates it
  * (shm_hdr_check) and commits by CAS on state.  Every field is treated as
  * hostile by the side that did not write it. */
@@ -41,7 +42,10 @@ struct shm_hdr {
 	uint64_t ring_size;
 	uint64_t file_size;
 	uint32_t state;     /* enum shm_state; CAS */
-	uint32_t reserved;
+	uint32_t let_go;    /* bit 1 << side: that end let go of its slot lock
+			       and no other process of its side holds one (it
+			       never forked with it); both bits: the owner may
+			       reuse the slot without asking the lock */
 	int32_t pid[2];     /* informational */
 	uint32_t uid[2];
 	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way
