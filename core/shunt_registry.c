@@ -73,30 +73,21 @@ static void share_like_dir(int fd, const char *rundir)
 #define GEN_NAME ".generation"
 #define GEN_LEN 4096
 
-static uint64_t *gen_map;
-static int gen_state; /* 0 not tried, 1 being mapped, 2 mapped, -1 unusable */
+static struct shunt_map_once gen_once;
 
 /* The counter, mapped on first use (made if it is not there): NULL when it
  * cannot be had, and then lookups are never skipped. */
 static uint64_t *gen_get(const char *rundir)
 {
-	int st = __atomic_load_n(&gen_state, __ATOMIC_ACQUIRE);
-	if (st == 2)
-		return gen_map;
-	if (st != 0 || !__atomic_compare_exchange_n(&gen_state, &st, 1, 0, __ATOMIC_ACQ_REL,
-						    __ATOMIC_ACQUIRE))
-		return NULL; /* unusable, or another thread is mapping it */
+	int mine;
+	uint64_t *g = shunt_map_once(&gen_once, &mine);
+	if (g || !mine)
+		return g;
 	char path[SHUNT_PATH_MAX];
-	void *m = entry_path(path, sizeof path, rundir, GEN_NAME)
-			  ? MAP_FAILED
-			  : shunt_rundir_map(path, GEN_LEN, dir_shared(rundir));
-	if (m == MAP_FAILED) {
-		__atomic_store_n(&gen_state, -1, __ATOMIC_RELEASE);
-		return NULL;
-	}
-	gen_map = m;
-	__atomic_store_n(&gen_state, 2, __ATOMIC_RELEASE);
-	return gen_map;
+	return shunt_map_once_done(&gen_once,
+				   entry_path(path, sizeof path, rundir, GEN_NAME)
+					   ? MAP_FAILED
+					   : shunt_rundir_map(path, GEN_LEN, dir_shared(rundir)));
 }
 
 static void gen_bump(const char *rundir)
@@ -263,7 +254,7 @@ static int cached_live(const uint8_t a[16], uint16_t port)
 			/* A holder that dropped its privileges marks the entry
 			 * after we cached it, and moves the generation: the
 			 * mark is read again when the generation moved. */
-			uint64_t *gm = __atomic_load_n(&gen_map, __ATOMIC_ACQUIRE);
+			uint64_t *gm = shunt_map_once_peek(&gen_once);
 			uint64_t g = gm ? __atomic_load_n(gm, __ATOMIC_ACQUIRE) + 1 : 0;
 			if (!g || g != reg_cache[i].gen) {
 				reg_cache[i].refuses = fstat(reg_cache[i].fd, &st) == 0 && st.st_size > 0;
@@ -429,6 +420,7 @@ void shunt_registry_mark_refusing(int fd)
 	 * generation moved. */
 	if (ftruncate(fd, 1) < 0)
 		return;
-	if (__atomic_load_n(&gen_state, __ATOMIC_ACQUIRE) == 2)
-		__atomic_add_fetch(gen_map, 1, __ATOMIC_RELEASE);
+	uint64_t *g = shunt_map_once_peek(&gen_once);
+	if (g)
+		__atomic_add_fetch(g, 1, __ATOMIC_RELEASE);
 }

@@ -66,3 +66,26 @@ void *shunt_rundir_map(const char *path, size_t len, int group)
 	REAL(close)(fd);
 	return m;
 }
+
+void *shunt_map_once(struct shunt_map_once *m, int *mine)
+{
+	*mine = 0;
+	int st = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
+	if (st == 2)
+		return m->map;
+	if (st == 0 && __atomic_compare_exchange_n(&m->state, &st, 1, 0, __ATOMIC_ACQ_REL,
+						   __ATOMIC_ACQUIRE))
+		*mine = 1;
+	return NULL;
+}
+
+void *shunt_map_once_done(struct shunt_map_once *m, void *map)
+{
+	if (map == MAP_FAILED) {
+		__atomic_store_n(&m->state, -1, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	m->map = map;
+	__atomic_store_n(&m->state, 2, __ATOMIC_RELEASE);
+	return map;
+}

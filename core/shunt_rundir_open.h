@@ -8,6 +8,7 @@
 #define SHUNT_RUNDIR_OPEN_H
 
 #include <dirent.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -35,5 +36,23 @@ DIR *shunt_rundir_opendir(const char *dir);
  * touched (a page of a full tmpfs touched through a mapping is a SIGBUS):
  * counters every process of the rundir sees.  MAP_FAILED if it cannot be. */
 void *shunt_rundir_map(const char *path, size_t len, int group);
+
+/* Such a page, mapped once per process on first use (threads racing for
+ * it: one maps, the others do without it meanwhile). */
+struct shunt_map_once {
+	void *map;
+	int state; /* 0 not tried, 1 being mapped, 2 mapped, -1 unusable */
+};
+/* The mapping, or NULL when it is not there (yet); *mine is set to 1 when
+ * the caller is to map it now and report with shunt_map_once_done. */
+void *shunt_map_once(struct shunt_map_once *m, int *mine);
+/* The caller's mapping (MAP_FAILED: unusable for good); returns it, or
+ * NULL. */
+void *shunt_map_once_done(struct shunt_map_once *m, void *map);
+/* The mapping if it is there, without trying to make it. */
+static inline void *shunt_map_once_peek(const struct shunt_map_once *m)
+{
+	return __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) == 2 ? m->map : NULL;
+}
 
 #endif

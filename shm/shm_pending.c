@@ -47,8 +47,7 @@ struct pend_bucket {
 
 _Static_assert(sizeof(struct pend_bucket) == 64, "one line per bucket");
 
-static struct pend_bucket *pend_map;
-static int pend_state; /* 0 not tried, 1 being mapped, 2 mapped, -1 unusable */
+static struct shunt_map_once pend_once;
 
 /* This process's announcements: its description of the file (a child's
  * is its own, or its locks would be the parent's), and how many connects
@@ -71,24 +70,17 @@ static int pend_path(char *buf, size_t len)
 
 static struct pend_bucket *pend_get(void)
 {
-	int st = __atomic_load_n(&pend_state, __ATOMIC_ACQUIRE);
-	if (st == 2)
-		return pend_map;
-	if (st != 0 || !__atomic_compare_exchange_n(&pend_state, &st, 1, 0, __ATOMIC_ACQ_REL,
-						    __ATOMIC_ACQUIRE))
-		return NULL;
+	int mine;
+	struct pend_bucket *p = shunt_map_once(&pend_once, &mine);
+	if (p || !mine)
+		return p;
 	char path[SHUNT_PATH_MAX];
-	void *m = pend_path(path, sizeof path)
-			  ? MAP_FAILED
-			  : shunt_rundir_map(path, PEND_BUCKETS * sizeof(struct pend_bucket),
-					     shunt_rundir_group(NULL));
-	if (m == MAP_FAILED) {
-		__atomic_store_n(&pend_state, -1, __ATOMIC_RELEASE);
-		return NULL;
-	}
-	pend_map = m;
-	__atomic_store_n(&pend_state, 2, __ATOMIC_RELEASE);
-	return pend_map;
+	return shunt_map_once_done(&pend_once,
+				   pend_path(path, sizeof path)
+					   ? MAP_FAILED
+					   : shunt_rundir_map(path,
+							      PEND_BUCKETS * sizeof(struct pend_bucket),
+							      shunt_rundir_group(NULL)));
 }
 
 int shm_pending_bucket(const uint8_t addr[16], uint16_t port)
@@ -164,7 +156,8 @@ int shm_pending_begin(const struct sockaddr *dst)
 
 void shm_pending_end(int b)
 {
-	if (b < 0 || b >= PEND_BUCKETS || !pend_map)
+	struct pend_bucket *map = shunt_map_once_peek(&pend_once);
+	if (b < 0 || b >= PEND_BUCKETS || !map)
 		return;
 	/* Taken unconditionally: a count left high would announce offers
 	 * that never come, each accept() of a plain client waiting. */
@@ -173,7 +166,7 @@ void shm_pending_end(int b)
 	if (pend_pid == shunt_pid() && pend_count[b] > 0 && --pend_count[b] == 0)
 		byte_lock(pend_fd, b, F_UNLCK, F_OFD_SETLK);
 	give();
-	struct pend_bucket *p = &pend_map[b];
+	struct pend_bucket *p = &map[b];
 	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&p->waiters, __ATOMIC_RELAXED))
