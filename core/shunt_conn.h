@@ -127,6 +127,8 @@ struct shunt_conn {
 			      so a wait on the transport must end */
 	uint8_t reason;    /* why it was finished */
 	uint8_t nonblock;  /* O_NONBLOCK of the open file (all its numbers) */
+	uint8_t waits;     /* blocking waits so far, up to
+			      SHUNT_SPIN_YOUNG_WAITS (shunt_wait.c) */
 	uint8_t timeo;     /* SO_RCVTIMEO/SO_SNDTIMEO may be set (SHUNT_FDF_TIMEO;
 			      and after a fork, which another process may set) */
 	struct shunt_stat_slot *stat; /* its counters (shunt_stats.h), or NULL */

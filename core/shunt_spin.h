@@ -47,10 +47,17 @@ enum shunt_spin_verdict {
 	SHUNT_SPIN_PEER_ASLEEP,  /* the peer sleeps and was not just woken */
 	SHUNT_SPIN_PEER_STALLED, /* the peer spins but its beat stopped */
 	SHUNT_SPIN_BUDGET,       /* the budget ran out */
-	SHUNT_SPIN_CROWDED,      /* other tasks want every other CPU: a
-				    spin keeps the peer's wakeup off the CPU
-				    we would leave idle by sleeping */
+	SHUNT_SPIN_CROWDED,      /* a young connection on a machine with no
+				    CPU to spare (shunt_spin_crowded) */
 };
+
+/* A connection's first waits are its peer's setup (accept, the first
+ * request, the last close): on a crowded machine a spin there only takes
+ * CPU from it.  Later waits are the application's exchanges, where the
+ * budget (probes included) says whether spinning pays, crowded or not:
+ * two ends that happen to share the CPUs' time answer each other in
+ * microseconds while they both run. */
+#define SHUNT_SPIN_YOUNG_WAITS 8u
 
 /* Below this the budget counts as none: a spin shorter than a wakeup is
  * not worth the CPU. */
@@ -79,9 +86,7 @@ enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int 
 /* 1 when a spin would take a CPU that someone wants: runnable tasks on
  * the machine (/proc/loadavg's count, which includes us) besides us and
  * our peer (peer_running: it is on a CPU or waiting for one, not asleep)
- * leave no CPU free for both of us among ncpus.  A sleeper leaves its CPU
- * to them, and the kernel then wakes the peer where there is room, which
- * is what plain TCP gets with a CPU-bound neighbour. */
+ * leave no CPU free for both of us among ncpus. */
 int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running);
 
 /* After a wait: spun is how long it spun, ready whether the spin saw it

@@ -62,8 +62,7 @@ static int runnable_now(void)
 	return p ? atoi(p + 1) : -1;
 }
 
-/* (Racy statics: a stale answer costs a spin or a sleep, never a byte.
- * The peer's state is the one at the sample.) */
+/* (Racy statics: a stale answer costs a spin or a sleep, never a byte.) */
 int shunt_spin_crowded_now(int peer_running)
 {
 	static uint64_t next;
@@ -83,12 +82,6 @@ int shunt_spin_crowded_now(int peer_running)
 	return v;
 }
 
-static int crowded(const struct shunt_presence *peer)
-{
-	return shunt_spin_crowded_now(peer &&
-				      __atomic_load_n(&peer->where, __ATOMIC_RELAXED) != SHUNT_AT_SLEEP);
-}
-
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 {
 	struct shunt_presence *mine;
@@ -99,7 +92,7 @@ int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 	switch (shunt_spin_check(peer, cpu, __atomic_load_n(&c->woke, __ATOMIC_RELAXED), 0, 1,
 				 &beat)) {
 	case SHUNT_SPIN_ON:
-		return crowded(peer) ? SHUNT_WORTH_NOT : SHUNT_WORTH_SPIN;
+		return SHUNT_WORTH_SPIN;
 	case SHUNT_SPIN_SAME_CPU:
 		return SHUNT_WORTH_YIELD;
 	default:
@@ -208,8 +201,13 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	uint32_t beat = SHUNT_SPIN_NO_BEAT;
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
-	if (why == SHUNT_SPIN_ON && peer && crowded(peer))
-		why = SHUNT_SPIN_CROWDED;
+	if (c->waits < SHUNT_SPIN_YOUNG_WAITS) {
+		c->waits++;
+		if (why == SHUNT_SPIN_ON && peer &&
+		    shunt_spin_crowded_now(__atomic_load_n(&peer->where, __ATOMIC_RELAXED) !=
+					   SHUNT_AT_SLEEP))
+			why = SHUNT_SPIN_CROWDED;
+	}
 	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {
 		/* The peer has not said where it runs (a server that has not
 		 * accepted yet): it may be queued on our CPU, waiting for the
@@ -239,8 +237,6 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 			if (mine)
 				__atomic_store_n(&mine->beat, mine->beat + 1, __ATOMIC_RELAXED);
 			why = shunt_spin_check(peer, cpu, woke, shunt_now_ns() - t0, budget, &beat);
-			if (why == SHUNT_SPIN_ON && peer && crowded(peer))
-				why = SHUNT_SPIN_CROWDED;
 			if (why != SHUNT_SPIN_ON)
 				break;
 		}
