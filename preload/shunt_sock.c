@@ -200,9 +200,8 @@ SHUNT_EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t
 		struct shunt_fd *e = shunt_fd_peek(fd);
 		if (e) {
 			__atomic_or_fetch(&e->flags, SHUNT_FDF_TIMEO, __ATOMIC_RELAXED);
-			struct shunt_fd *a = shunt_fd_accel(fd);
-			if (a && a->conn)
-				__atomic_store_n(&a->conn->timeo, 1, __ATOMIC_RELAXED);
+			if (shunt_fd_kind(e) == SHUNT_FD_ACCEL && e->conn)
+				__atomic_store_n(&e->conn->timeo, 1, __ATOMIC_RELAXED);
 		}
 	}
 	return rc;
