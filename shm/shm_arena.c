@@ -34,9 +34,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/shunt_clock.h"
 #include "core/shunt_forklock.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -99,6 +101,40 @@ static int slot_lock(int fd, uint64_t off, short type, int cmd)
 	return rc;
 }
 
+/* Each process publishes its lock tag (shm_ring.h) as a read lock on one
+ * byte far beyond any slot, through every description it has of an arena:
+ * an end whose ring lock stays held asks whether any description still
+ * holds the holder's byte.  Descriptions die with the last process holding
+ * them, in whatever PID namespace, so a dead holder is seen without pids. */
+#define SHM_TAG_BASE (1ull << 40)
+
+static uint32_t proc_tag;
+static pid_t proc_tag_pid;
+
+/* This process's tag (a fresh one in a forked child): random, nonzero. */
+static uint32_t my_tag(void)
+{
+	pid_t me = shunt_pid();
+	if (proc_tag && proc_tag_pid == me)
+		return proc_tag;
+	uint32_t t = 0;
+	while (!t) {
+		if (getrandom(&t, sizeof t, GRND_NONBLOCK) != (ssize_t)sizeof t) {
+			uint64_t x = shunt_now_ns() ^ ((uint64_t)me << 32) ^ (uintptr_t)&t;
+			x *= 0x9e3779b97f4a7c15ull;
+			t = (uint32_t)(x >> 32);
+		}
+	}
+	proc_tag = t;
+	proc_tag_pid = me;
+	return t;
+}
+
+static int tag_lock(int fd, uint32_t tag)
+{
+	return slot_lock(fd, SHM_TAG_BASE + tag, F_RDLCK, F_OFD_SETLK);
+}
+
 static int open_arena(const char *name)
 {
 	char path[SHUNT_PATH_MAX];
@@ -117,6 +153,10 @@ static int lock_fd(struct shm_arena *a)
 	int fd = open_arena(a->name);
 	if (fd < 0)
 		return -1;
+	if (tag_lock(fd, my_tag()) < 0) {
+		REAL(close)(fd);
+		return -1;
+	}
 	a->lfd = shunt_fd_own(fd, NULL);
 	a->lfd_pid = me;
 	return a->lfd;
@@ -163,7 +203,8 @@ static struct shm_arena *arena_new_own(uint64_t slot_size)
 	void *m = MAP_FAILED;
 	/* (The rename replaces what a dead process of ours with a recycled
 	 * pid left under the name; its peers keep their mappings.) */
-	if (ftruncate(fd, (off_t)len) == 0 && flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0 &&
+	if (ftruncate(fd, (off_t)len) == 0 && flock(fd, LOCK_SH) == 0 &&
+	    tag_lock(fd, my_tag()) == 0 && fstat(fd, &st) == 0 &&
 	    rename(tmp, path) == 0)
 		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
@@ -242,7 +283,7 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 		    slot_lock(a->fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
 			*s = (struct shm_slot){.hdr = (struct shm_hdr *)(a->base + off),
 					       .len = slot_size, .lockfd = a->fd, .fork_fd = -1,
-					       .slot = k, .arena = a};
+					       .slot = k, .arena = a, .tag = my_tag()};
 			a->users++;
 			a->own_busy |= 1ull << k;
 			rc = 0;
@@ -341,7 +382,8 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	if (parse_target(target, name, sizeof name, &k, &ring, &ino) < 0)
 		return -1;
 	uint64_t slot_size = SHM_HDR_SIZE + 2 * ring, off = (uint64_t)k * slot_size;
-	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size};
+	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size,
+			       .tag = my_tag()};
 	/* The arena already mapped here (by name: a name is never reused
 	 * while its owner lives, and the sweeper removes it once the owner is
 	 * gone): one fcntl. */
@@ -384,7 +426,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	if ((ino && (uint64_t)st.st_ino != ino) || (uint64_t)st.st_size < off + slot_size ||
 	    (uint64_t)st.st_size > (uint64_t)SHM_ARENA_SLOTS * (SHM_HDR_SIZE + 2ull * SHM_MAX_RING))
 		goto fail;
-	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0)
+	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0 || tag_lock(fd, s->tag) < 0)
 		goto fail;
 	fd = shunt_fd_own(fd, NULL);
 	pthread_mutex_lock(&arena_mu);
@@ -464,6 +506,16 @@ int shm_arena_peer_holds(const struct shm_slot *s)
 	return r != 0; /* 1: held; -1 (cannot ask): assume alive */
 }
 
+int shm_arena_tag_alive(void *arg, uint32_t tag)
+{
+	const struct shm_slot *s = arg;
+	if (tag == s->tag || s->lockfd < 0)
+		return 1; /* another thread of this end; or cannot tell */
+	/* A write probe conflicts with any other description's read lock on
+	 * the tag's byte (our own description holds only our tag). */
+	return slot_lock(s->lockfd, SHM_TAG_BASE + tag, F_WRLCK, F_OFD_GETLK) != 0;
+}
+
 int shm_arena_fork(struct shm_slot *s)
 {
 	if (s->fork_fd >= 0 || s->lockfd < 0)
@@ -491,9 +543,15 @@ void shm_arena_forked(struct shm_slot *s, int child)
 	if (s->fork_fd < 0)
 		return;
 	if (child) {
-		/* The child's own lock: released with its end. */
+		/* The child's own lock: released with its end.  Its own tag
+		 * too, published there; without it the child keeps the
+		 * parent's (never taken for gone while the parent's
+		 * description lives, here as well). */
 		s->lockfd = s->fork_fd;
 		s->own_fd = 1;
+		uint32_t t = my_tag();
+		if (tag_lock(s->lockfd, t) == 0)
+			s->tag = t;
 	} else {
 		shunt_fd_release(s->fork_fd);
 	}

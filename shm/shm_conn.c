@@ -52,6 +52,7 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ri
 	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
 	c->pending = -1;
+	c->lk = (struct shm_lock_owner){c->slot.tag, shm_arena_tag_alive, &c->slot};
 	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
 }
@@ -83,7 +84,9 @@ static void shm_fork(struct shunt_conn *base)
 static void shm_forked(struct shunt_conn *base, int child)
 {
 	SHUNT_GUARD_ENTER();
-	shm_arena_forked(&((struct shm_conn *)base)->slot, child);
+	struct shm_conn *c = (struct shm_conn *)base;
+	shm_arena_forked(&c->slot, child);
+	c->lk.tag = c->slot.tag;
 	SHUNT_GUARD_LEAVE();
 }
 

@@ -106,10 +106,12 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			return r;
 		}
 		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
-		shm_lock(&c->rx.ctl->rlock);
-		/* Under the lock the peer takes to demote: once it has, every
-		 * byte left in the ring comes again by TCP. */
-		if (state_of(c) >= SHM_DEMOTING) {
+		shm_lock(&c->rx.ctl->rlock, &c->lk);
+		/* Under the lock a demoting peer waits to see free: once it
+		 * has, every byte left in the ring comes again by TCP.  (This
+		 * load and the peer's CAS of the state are SEQ_CST, as are our
+		 * lock and its look at it: one of the two sees the other.) */
+		if (__atomic_load_n(&c->hdr->state, __ATOMIC_SEQ_CST) >= SHM_DEMOTING) {
 			shm_unlock(&c->rx.ctl->rlock);
 			if (done)
 				return (ssize_t)done;
@@ -225,7 +227,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (peer_gone(c))
 			return done ? (ssize_t)done : shunt_broken_pipe(flags);
 		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
-		shm_lock(&c->tx.ctl->wlock);
+		shm_lock(&c->tx.ctl->wlock, &c->lk);
 		/* Under the lock: a demotion replays under it too, so no byte
 		 * enters the ring after the replay took its snapshot. */
 		size_t n = c->demoted ? 0 : shm_ring_write(&c->tx, v, k, 0);

@@ -3,10 +3,12 @@
  * replay go to a spill.
  *
  * Exact because a consumer checks the state under its ring's read lock, and
- * the state turns DEMOTING under the demoter's tx read lock: once a replay
- * takes its snapshot under that lock, the peer consumes nothing more.  As
- * both ends do the same, two ends demoting at once (exec on both sides)
- * lose nothing either. */
+ * the demoter, after turning the state DEMOTING, waits to see that lock
+ * free before it takes its snapshot: from then on the peer consumes nothing
+ * more.  The demoter never takes the peer's lock (shm_lock_wait_free): a
+ * peer killed inside it, or one that wrote anything there, cannot hold it
+ * up.  As both ends do the same, two ends demoting at once (exec on both
+ * sides) lose nothing either. */
 #include <errno.h>
 #include <poll.h>
 
@@ -35,6 +37,10 @@ static int replay_tx(struct shm_conn *c)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && errno == EAGAIN) {
+			/* As a blocked send would: until the peer reads (a
+			 * peer gone closes its socket, which ends the poll).
+			 * Only this end's own lock is held meanwhile: the
+			 * peer never takes it. */
 			struct pollfd p = {c->base.fd, POLLOUT, 0};
 			REAL(poll)(&p, 1, -1);
 			continue;
@@ -53,14 +59,13 @@ void shm_replay(struct shm_conn *c)
 {
 	if (__atomic_load_n(&c->demoted, __ATOMIC_ACQUIRE))
 		return;
-	shm_lock(&c->tx.ctl->wlock);
+	shm_lock(&c->tx.ctl->wlock, &c->lk);
 	if (!c->demoted) {
 		/* Wait out a consume in flight; after it the peer sees the
-		 * state and consumes nothing more.  The replay itself runs
-		 * without the peer's lock: it may wait for the peer to read
-		 * the socket. */
-		shm_lock(&c->tx.ctl->rlock);
-		shm_unlock(&c->tx.ctl->rlock);
+		 * state and consumes nothing more.  Its lock is only looked
+		 * at, never taken: a peer killed inside it (or one that
+		 * wrote anything there) cannot hold this end. */
+		shm_lock_wait_free(&c->tx.ctl->rlock, &c->lk);
 		replay_tx(c);
 		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);
 	}
@@ -83,7 +88,7 @@ void shm_replay(struct shm_conn *c)
 static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why)
 {
 	struct shunt_conn *sp = NULL;
-	shm_lock(&c->rx.ctl->rlock);
+	shm_lock(&c->rx.ctl->rlock, &c->lk);
 	struct iovec v[2];
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
 	/* The close flag is only a hint: it is also set when this very
@@ -114,14 +119,15 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 		c->why = why;
 	SHUNT_GUARD_ENTER();
 	struct shunt_conn *sp = spill_unread(c, why);
-	shm_lock(&c->tx.ctl->wlock);
-	shm_lock(&c->tx.ctl->rlock);
+	shm_lock(&c->tx.ctl->wlock, &c->lk);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
 	while ((st == SHM_OFFERED || st == SHM_COMMITTED) &&
 	       !__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0,
-					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
 		;
-	shm_unlock(&c->tx.ctl->rlock);
+	/* A consume that saw the state before it moved ends before the
+	 * replay's snapshot; later ones see DEMOTING (shm_recvmsg). */
+	shm_lock_wait_free(&c->tx.ctl->rlock, &c->lk);
 	if (!c->demoted) {
 		replay_tx(c);
 		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);

@@ -19,6 +19,8 @@ struct shm_slot {
 				     of this end's own */
 	int own_fd;               /* lockfd is this end's: closed with it */
 	int fork_fd;              /* before a fork: the child's own lock */
+	uint32_t tag;             /* this end's ring-lock tag (shm_ring.h),
+				     published on lockfd */
 	unsigned slot;
 	struct shm_arena *arena;  /* the mapping it lives in, kept across
 				     connections; NULL with map set when it
@@ -38,6 +40,10 @@ void shm_arena_release(struct shm_slot *s);
 /* 1 when another end holds the slot's lock (the peer lives, in whatever
  * process or PID namespace), 0 when nobody else does (it is gone). */
 int shm_arena_peer_holds(const struct shm_slot *s);
+/* shm_lock_owner.alive for an end on slot arg: 0 only when no process
+ * holds a description of the arena with tag published (the holder of a
+ * ring lock that stays held is gone). */
+int shm_arena_tag_alive(void *arg, uint32_t tag);
 /* Before a fork: a lock on the slot through a description of this end's
  * own, for the child.  0, or -1 (the child then shares the parent's). */
 int shm_arena_fork(struct shm_slot *s);
@@ -70,6 +76,7 @@ struct shm_conn {
 	struct sockaddr_un peer[2]; /* the peer's, same roles */
 	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
+	struct shm_lock_owner lk; /* how this end takes its ring locks */
 	int demoted;              /* this end has replayed: it moves bytes over TCP */
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */

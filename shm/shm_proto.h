@@ -21,7 +21,7 @@
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u /* 3: ring locks hold the holder's tag */
 #define SHM_HDR_SIZE 4096u
 #define SHM_MIN_RING SHUNT_RING_MIN
 #define SHM_MAX_RING SHUNT_RING_MAX

@@ -3,6 +3,8 @@
 #include <sched.h>
 #include <string.h>
 
+#include "core/shunt_clock.h"
+
 void shm_ring_init(struct shm_ring *r, struct shm_ring_ctl *ctl, void *data,
 		   uint64_t size)
 {
@@ -126,20 +128,63 @@ void shm_ring_consume(struct shm_ring *r, uint64_t n)
 	__atomic_store_n(&r->ctl->tail, tail + n, __ATOMIC_RELEASE);
 }
 
-void shm_lock(uint32_t *l)
+/* Wait with *l held by someone else, then: 1 once the holder seen is gone
+ * (the caller may break it), 0 once the word changed (try again). */
+static int contend(const uint32_t *l, const struct shm_lock_owner *o, uint32_t seen)
 {
 	unsigned spins = 0;
-	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
+	uint64_t t0 = 0;
+	for (;;) {
+		uint32_t now = __atomic_load_n(l, __ATOMIC_SEQ_CST);
+		if (now != seen)
+			return 0;
 		/* Held across a memcpy at most: spin briefly, then let the
-		 * holder run (two cores). */
-		if (++spins < 64)
+		 * holder run (it may share our CPU). */
+		if (++spins < 64) {
 			shm_cpu_relax();
-		else
-			sched_yield();
+			continue;
+		}
+		sched_yield();
+		if ((spins & 63) != 0)
+			continue;
+		uint64_t t = shunt_now_ns();
+		if (!t0) {
+			t0 = t;
+			continue;
+		}
+		if (t - t0 < SHM_LOCK_ASK_NS)
+			continue;
+		/* Another thread of this end holds it: it lives. */
+		if (seen != o->tag && o->alive && !o->alive(o->arg, seen))
+			return 1;
+		t0 = t;
+	}
+}
+
+void shm_lock(uint32_t *l, const struct shm_lock_owner *o)
+{
+	for (;;) {
+		uint32_t seen = 0;
+		if (__atomic_compare_exchange_n(l, &seen, o->tag, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			return;
+		if (contend(l, o, seen) &&
+		    __atomic_compare_exchange_n(l, &seen, o->tag, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			return; /* broken: its holder is gone */
 	}
 }
 
 void shm_unlock(uint32_t *l)
 {
 	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+void shm_lock_wait_free(const uint32_t *l, const struct shm_lock_owner *o)
+{
+	for (;;) {
+		uint32_t seen = __atomic_load_n(l, __ATOMIC_SEQ_CST);
+		if (!seen || contend(l, o, seen))
+			return;
+	}
 }

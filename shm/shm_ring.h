@@ -124,9 +124,31 @@ size_t shm_ring_unread(struct shm_ring *r, struct iovec out[2]);
 /* Drop n bytes (consumer), after they have been replayed elsewhere. */
 void shm_ring_consume(struct shm_ring *r, uint64_t n);
 
-/* Tiny test-and-set lock for an end shared by several threads or processes;
- * uncontended it is one atomic exchange. */
-void shm_lock(uint32_t *l);
+/* The transfer locks (wlock, rlock): a word in shared memory that holds 0
+ * when free, else the tag of the holder (an end's tag: shm_arena.c keeps
+ * one per process and publishes it as a lock on the arena file, so its
+ * liveness can be asked without a pid).  Uncontended, taking one is one
+ * compare-and-swap.  A holder held for long is asked about: a dead one (or
+ * a value no live end wrote) is broken, so a killed process or a hostile
+ * peer cannot park the other end forever. */
+struct shm_lock_owner {
+	uint32_t tag;                        /* ours, nonzero */
+	int (*alive)(void *arg, uint32_t tag); /* 0 only when no end with
+						  that tag is alive */
+	void *arg;
+};
+
+/* How long a lock is waited for before its holder is asked about, and
+ * again between two askings (one fcntl each). */
+#define SHM_LOCK_ASK_NS 1000000ull
+
+/* Take *l as o->tag; breaks the hold of a holder o->alive says is gone. */
+void shm_lock(uint32_t *l, const struct shm_lock_owner *o);
 void shm_unlock(uint32_t *l);
+/* Return once *l was seen free, or held by a holder that is gone: the lock
+ * of the other side of a ring, which this side never takes.  SEQ_CST on
+ * both sides of the handshake (demoter: state then lock; consumer: lock
+ * then state), so at least one of them sees the other. */
+void shm_lock_wait_free(const uint32_t *l, const struct shm_lock_owner *o);
 
 #endif

@@ -495,8 +495,37 @@ def t_fork():
          "free and echoed over shm")
 
 
+# ---- item 6: a ring lock left held ---------------------------------------------
+
+def t_lock():
+    """A value no live end holds, planted in a ring's read lock (a holder
+    killed inside it, or a peer that wrote there): the reader takes the lock
+    over and gets its bytes; a demotion on the other side only looks at it
+    and goes on; bytes arrive over TCP both ways.  lock_plant runs both ends
+    in one process under shunt, with 64 KiB rings, and finds the headers in
+    the rundir; its alarm turns a hang into a failure."""
+    prog = os.environ.get("LOCK_PLANT", "")
+    check(os.path.exists(prog), "LOCK_PLANT not built")
+    rd = ae.make_rundir()
+    logdir = tempfile.mkdtemp(prefix="hostile-logs-")
+    ae.CLEANUP.append(logdir)
+    env = shunt_env(rd, logdir, {"SHUNT_RING_SIZE": "64k"})
+    try:
+        r = subprocess.run([prog, rd], env=env, capture_output=True, text=True, timeout=50)
+    except subprocess.TimeoutExpired:
+        fail("lock_plant hung past its own alarm")
+    out = r.stdout
+    check(r.returncode == 0 and "PASS lock_plant" in out,
+          f"lock_plant exited {r.returncode}:\n{out}{r.stderr[-500:]}\n{logs(logdir)[-800:]}")
+    check(re.search(r"moved .*reason=stdio", logs(logdir)),
+          f"no stdio demotion in the log:\n{logs(logdir)[-800:]}")
+    note("planted ring lock: the reader took it over, the demoter looked past it; "
+         "bytes exact over shm and then TCP")
+
+
 SCENARIOS = {"fifo": t_fifo, "rundir": t_rundir, "owner": t_owner,
-             "shuntd_fdlimit": t_shuntd_fdlimit, "flood": t_flood, "fork": t_fork}
+             "shuntd_fdlimit": t_shuntd_fdlimit, "flood": t_flood, "fork": t_fork,
+             "lock": t_lock}
 
 
 def main():

@@ -824,10 +824,20 @@ Test(ring, two_processes_64MiB_stream, .timeout = 240)
 static uint32_t test_lock, lockers_ready;
 static volatile unsigned long locked_counter;
 
+/* Every thread of one end shares its tag; nobody else is ever asked
+ * about (the test fails if a live holder were broken). */
+static int never_dead(void *arg, uint32_t tag)
+{
+	(void)arg;
+	(void)tag;
+	return 1;
+}
+static const struct shm_lock_owner one_end = {0x51, never_dead, NULL};
+
 /* A racy read-modify-write, with a pause inside to widen the window. */
 static void locked_increment(uint32_t *lock, volatile unsigned long *counter)
 {
-	shm_lock(lock);
+	shm_lock(lock, &one_end);
 	unsigned long v = *counter;
 	shm_cpu_relax();
 	*counter = v + 1;
@@ -856,6 +866,105 @@ Test(ring, lock_excludes_threads, .timeout = 120)
 		pthread_join(t[i], NULL);
 	cr_expect_eq(locked_counter, LOCK_TOTAL);
 	cr_expect_eq(test_lock, 0, "lock left held");
+}
+
+/* Liveness as shm_arena.c would answer it, from a table; counts askings. */
+static uint32_t live_tag;
+static unsigned asked;
+static int alive_if_live(void *arg, uint32_t tag)
+{
+	(void)arg;
+	__atomic_add_fetch(&asked, 1, __ATOMIC_RELAXED);
+	return tag == __atomic_load_n(&live_tag, __ATOMIC_ACQUIRE);
+}
+
+Test(ring, lock_holds_tag)
+{
+	uint32_t l = 0;
+	struct shm_lock_owner o = {0x1234, alive_if_live, NULL};
+	shm_lock(&l, &o);
+	cr_expect_eq(l, 0x1234u, "the word names the holder");
+	shm_unlock(&l);
+	cr_expect_eq(l, 0u);
+}
+
+/* Issue 14 item 6: a holder that died inside the lock (or a value nobody
+ * wrote as a holder) no longer parks the other threads forever. */
+Test(ring, lock_breaks_dead_holder, .timeout = 30)
+{
+	uint32_t l = 0xdead;
+	live_tag = 0;
+	asked = 0;
+	struct shm_lock_owner o = {0x1234, alive_if_live, NULL};
+	shm_lock(&l, &o);
+	cr_expect_eq(l, 0x1234u, "taken over from the dead holder");
+	cr_expect_geq(asked, 1u, "the holder was asked about");
+	shm_unlock(&l);
+}
+
+/* A live holder is never broken: the waiter gets the lock when it lets go. */
+struct holder_arg {
+	uint32_t *l;
+	uint32_t go;
+};
+
+static void *hold_until_asked(void *p)
+{
+	struct holder_arg *h = p;
+	/* Let go only after the waiter asked about us at least twice: it had
+	 * every chance to break a live hold. */
+	while (__atomic_load_n(&asked, __ATOMIC_RELAXED) < 2)
+		sched_yield();
+	__atomic_store_n(&h->go, 1, __ATOMIC_RELEASE);
+	shm_unlock(h->l);
+	return NULL;
+}
+
+Test(ring, lock_waits_for_live_holder, .timeout = 30)
+{
+	uint32_t l = 0;
+	live_tag = 0x77;
+	asked = 0;
+	struct shm_lock_owner other = {0x77, alive_if_live, NULL};
+	struct shm_lock_owner o = {0x1234, alive_if_live, NULL};
+	shm_lock(&l, &other);
+	struct holder_arg h = {&l, 0};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, hold_until_asked, &h), 0);
+	shm_lock(&l, &o);
+	cr_expect_eq(__atomic_load_n(&h.go, __ATOMIC_ACQUIRE), 1u,
+		     "took the lock while its live holder still had it");
+	cr_expect_eq(l, 0x1234u);
+	shm_unlock(&l);
+	pthread_join(t, NULL);
+}
+
+/* The other side's lock is only looked at: free, dead holder, or a holder
+ * of our own end (never broken, never waited into a deadlock by itself). */
+Test(ring, lock_wait_free, .timeout = 30)
+{
+	uint32_t l = 0;
+	live_tag = 0;
+	asked = 0;
+	struct shm_lock_owner o = {0x1234, alive_if_live, NULL};
+	shm_lock_wait_free(&l, &o);
+	cr_expect_eq(asked, 0u, "a free lock needs no asking");
+	l = 0xbad;
+	shm_lock_wait_free(&l, &o);
+	cr_expect_eq(l, 0xbadu, "looked at, never written");
+	cr_expect_geq(asked, 1u);
+	live_tag = 0x77;
+	asked = 0;
+	struct shm_lock_owner other = {0x77, alive_if_live, NULL};
+	l = 0;
+	shm_lock(&l, &other);
+	struct holder_arg h = {&l, 0};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, hold_until_asked, &h), 0);
+	shm_lock_wait_free(&l, &o);
+	cr_expect_eq(__atomic_load_n(&h.go, __ATOMIC_ACQUIRE), 1u,
+		     "returned while a live holder had the lock");
+	pthread_join(t, NULL);
 }
 
 Test(ring, lock_excludes_processes, .timeout = 120)
