@@ -122,7 +122,9 @@
 	X(int, setregid, (gid_t r, gid_t e), (r, e))                                     \
 	X(int, setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))                        \
 	X(int, setgroups, (size_t n, const gid_t *g), (n, g))                            \
-	X(int, initgroups, (const char *user, gid_t g), (user, g))
+	X(int, initgroups, (const char *user, gid_t g), (user, g))                       \
+	X(int, sigaction, (int sig, const struct sigaction *a, struct sigaction *o),    \
+	  (sig, a, o))
 
 struct shunt_real {
 #define SHUNT_REAL_PTR(ret, name, params, args) ret(*name) params;

@@ -16,6 +16,7 @@
 #include "shunt_core.h"
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
+#include "shunt_signal.h"
 #include "shunt_spin.h"
 
 /* A peer runnable on our CPU (it runs there, or we just woke it there)
@@ -141,22 +142,6 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why) && ready(arg));
 }
 
-/* A signal interrupted a wait.  A socket call is restarted after a handler
- * with SA_RESTART and fails with EINTR otherwise; which signal came is not
- * known here, so restart only if every caught signal has SA_RESTART. */
-static int restartable(void)
-{
-	for (int s = 1; s < NSIG; s++) {
-		struct sigaction sa;
-		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) < 0)
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
-		    !(sa.sa_flags & SA_RESTART))
-			return 0;
-	}
-	return 1;
-}
-
 /* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
 static uint64_t deadline_of(struct shunt_conn *c, int opt)
 {
@@ -274,6 +259,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	if (mine)
 		shunt_presence_set(mine, SHUNT_AT_SLEEP, cpu);
 	int recheck = SHUNT_RECHECK_FIRST_MS, rc;
+	unsigned mark = shunt_sig_mark();
 	for (;;) {
 		int timeout = -1;
 		if (dl) {
@@ -314,8 +300,18 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 				continue; /* the deadline: said at the top */
 		}
 		if (r < 0 && err == EINTR) {
-			if (restartable())
+			/* As the kernel's socket calls: restarted after a
+			 * handler with SA_RESTART, EINTR otherwise, and never
+			 * restarted with a timeout set, whatever the handler.
+			 * Which handlers ran is known when the application
+			 * installed them through libc (core/shunt_signal.h). */
+			int again = shunt_sig_restart_since(mark);
+			if (again < 0)
+				again = shunt_sig_all_restart();
+			if (!dl && again) {
+				mark = shunt_sig_mark();
 				continue;
+			}
 			errno = EINTR;
 			rc = -1;
 			break;
