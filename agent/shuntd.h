@@ -49,8 +49,16 @@ enum shuntd_err {
 
 enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_TAKE, SR_COUNT };
 /* OFFER and RELAY answers: held (filed), or why not. */
-enum shuntd_hold_res { SO_HELD, SO_NO_LISTENER, SO_REFUSED, SO_TABLE_FULL, SO_SOURCE_FULL, SO_COUNT };
-enum shuntd_take_res { ST_TAKEN, ST_NONE, ST_REFUSED, ST_COUNT };
+enum shuntd_hold_res {
+	SO_HELD,
+	SO_NO_LISTENER,
+	SO_REFUSED,
+	SO_TABLE_FULL,
+	SO_SOURCE_FULL,
+	SO_CONTESTED, /* a second offer for one connection: none is given */
+	SO_COUNT
+};
+enum shuntd_take_res { ST_TAKEN, ST_NONE, ST_REFUSED, ST_CONTESTED, ST_COUNT };
 enum shuntd_swept { SW_REGISTRY, SW_RELAY, SW_SHM, SW_STATS, SW_COUNT };
 
 struct shuntd_counters {

@@ -174,8 +174,8 @@ static void source_of(const struct client *c, uint8_t src[16])
 		shunt_addr16((const struct sockaddr *)&c->peer, src, &port);
 }
 
-static const char *const hold_name[SO_COUNT] = {"held", "no listener", "refused",
-						 "table full", "source full"};
+static const char *const hold_name[SO_COUNT] = {"held",	"no listener", "refused",
+						 "table full", "source full", "contested"};
 
 /* An offer for a live listener here is held, in memory, until the shim
  * that accepts its connection takes it (do_take) or it expires. */
@@ -198,7 +198,14 @@ static void do_offer(struct client *c, const struct agent_offer *o)
 		m.u.status = AGENT_ST_NO_LISTENER;
 	} else {
 		enum pend_result r = pending_add(PK_OFFER, &o->tuple, src, ev_now_ms(), &p);
-		res = r == PEND_HELD ? SO_HELD : r == PEND_TABLE_FULL ? SO_TABLE_FULL : SO_SOURCE_FULL;
+		res = r == PEND_HELD	     ? SO_HELD
+		      : r == PEND_TABLE_FULL ? SO_TABLE_FULL
+		      : r == PEND_CONTESTED  ? SO_CONTESTED
+					     : SO_SOURCE_FULL;
+		if (r == PEND_CONTESTED)
+			shuntd_log("two offers for one connection to port %u: neither is "
+				    "given (someone shares the client's address)",
+				    (unsigned)o->tuple.sport);
 		if (p) {
 			p->uid = uid;
 			p->offer = *o;
@@ -219,7 +226,10 @@ static void do_take(struct client *c, const struct agent_tuple *t)
 	struct pending *p = pending_find(PK_OFFER, t);
 	enum shuntd_take_res res = ST_NONE;
 	m.u.taken.status = AGENT_ST_NO_OFFER;
-	if (p && c->uid != p->uid && !shuntd.rundir_shared) {
+	if (p && p->contested) {
+		/* Held empty: the shim takes the kernel path at once. */
+		res = ST_CONTESTED;
+	} else if (p && c->uid != p->uid && !shuntd.rundir_shared) {
 		res = ST_REFUSED;
 		m.u.taken.status = AGENT_ST_REFUSED;
 	} else if (p) {
@@ -230,7 +240,7 @@ static void do_take(struct client *c, const struct agent_tuple *t)
 	}
 	shuntd.n.takes[res]++;
 	SHUNTD_DEBUG("take for port %u by uid %u: %s", (unsigned)t->sport, (unsigned)c->uid,
-		     (const char *[]){"taken", "none", "refused"}[res]);
+		     (const char *[]){"taken", "none", "refused", "contested"}[res]);
 	reply(c, &m);
 }
 

@@ -144,9 +144,9 @@ char *metrics_render(size_t *len)
 	static const char *const err[SE_COUNT] = {"malformed", "oversized", "version",
 						  "auth",      "unexpected", "timeout",
 						  "busy",      "http",	     "io"};
-	static const char *const off[SO_COUNT] = {"held", "no_listener", "refused", "table_full",
-						  "source_full"};
-	static const char *const tk[ST_COUNT] = {"taken", "none", "refused"};
+	static const char *const off[SO_COUNT] = {"held",	"no_listener", "refused",
+						  "table_full", "source_full", "contested"};
+	static const char *const tk[ST_COUNT] = {"taken", "none", "refused", "contested"};
 	static const char *const swp[SW_COUNT] = {"registry", "relay", "shm", "stats"};
 
 	family(f, "shuntd_build_info", "gauge", "shuntd version.");

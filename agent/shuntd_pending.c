@@ -101,8 +101,15 @@ void pending_del(struct pending *p)
 enum pend_result pending_add(enum pend_kind kind, const struct agent_tuple *t,
 			     const uint8_t src[16], uint64_t now_ms, struct pending **out)
 {
-	/* The same connection offered again (a port reused): the new one. */
 	struct pending *old = pending_find(kind, t);
+	if (old && kind == PK_OFFER) {
+		if (!old->contested) {
+			old->contested = 1;
+			memset(&old->offer, 0, sizeof old->offer);
+		}
+		return PEND_CONTESTED;
+	}
+	/* A relay for the same connection again: the new one. */
 	if (old)
 		pending_del(old);
 	/* (A source at its cap is told so first, full table or not.) */

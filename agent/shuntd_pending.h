@@ -35,14 +35,21 @@ struct pending {
 	uint8_t src[16];              /* whom it counts against */
 	uint64_t expires_ms;
 	unsigned uid;                 /* an offer's listener's owner */
+	uint8_t contested;            /* PK_OFFER: a second offer came for the
+					 tuple; none is given to anyone */
 	struct agent_offer offer;     /* PK_OFFER */
 };
 
-enum pend_result { PEND_HELD, PEND_TABLE_FULL, PEND_SOURCE_FULL };
+enum pend_result { PEND_HELD, PEND_TABLE_FULL, PEND_SOURCE_FULL, PEND_CONTESTED };
 
-/* Hold (kind, tuple) for src (a peer's address, 16 bytes, IPv4 mapped),
- * replacing what was held under that key; PEND_TTL_S from now.  *p,
- * when held, is the entry (fill uid and offer there). */
+/* Hold (kind, tuple) for src (a peer's address, 16 bytes, IPv4 mapped);
+ * PEND_TTL_S from now.  *p, when held, is the entry (fill uid and offer
+ * there).  A relay replaces what was held under its key.  An offer for a
+ * tuple that has one already makes the tuple contested (PEND_CONTESTED):
+ * both are forgotten, and the key stays held, empty, so that neither a
+ * first nor a later offer for it is ever given to the accepting shim (one
+ * of the two came from someone sharing the client's address, and which is
+ * not known). */
 enum pend_result pending_add(enum pend_kind kind, const struct agent_tuple *t,
 			     const uint8_t src[16], uint64_t now_ms, struct pending **p);
 

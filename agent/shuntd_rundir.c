@@ -233,7 +233,9 @@ void rundir_unfile_relay(const char *rundir, const struct agent_tuple *t, int cl
 static void pending_gone(const struct pending *p)
 {
 	if (p->kind == PK_OFFER) {
-		shuntd.n.expired[0]++;
+		/* (A contested one held no offer: counted when contested.) */
+		if (!p->contested)
+			shuntd.n.expired[0]++;
 		return;
 	}
 	shuntd.n.expired[1]++;

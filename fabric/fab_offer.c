@@ -416,6 +416,12 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	if (!ring_ok(o.ring_size) || o.addrlen > AGENT_ADDR_MAX || o.provider[31] ||
 	    o.addrlen == 0)
 		goto refuse;
+	if (!fab_offer_addr_is_peer(&o, peer)) {
+		SHUNT_WARN("fd=%d: the offer names a fabric endpoint away from the TCP peer: "
+			   "refused (someone else filed it)",
+			   fd);
+		goto out; /* (no refusal sent there: that endpoint is not the client's) */
+	}
 	char prov[32];
 	why = fab_provider_for(peer, plen, prov, FAB_WAIT_FOREVER);
 	if (why != SHUNT_R_NONE)

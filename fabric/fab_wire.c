@@ -1,7 +1,11 @@
 /* Connection data and relay proofs (fab_wire.h). */
 #include "fab_wire.h"
 
+#include <netinet/in.h>
+#include <rdma/fabric.h>
 #include <string.h>
+
+#include "core/shunt_tuple.h"
 
 #include "agent/agent_hmac.h"
 
@@ -164,4 +168,21 @@ int fab_relay_verify(const uint8_t key[FAB_KEY_LEN], const struct agent_relay *r
 	uint8_t want[AGENT_TOKEN_LEN];
 	fab_relay_proof(key, r, want);
 	return hmac_equal(want, r->token, AGENT_TOKEN_LEN) ? -1 : 0;
+}
+
+int fab_offer_addr_is_peer(const struct agent_offer *o, const struct sockaddr *peer)
+{
+	const struct sockaddr *a = (const struct sockaddr *)o->addr;
+	uint8_t x[16], y[16];
+	uint16_t px, py;
+	if ((o->addr_format != FI_SOCKADDR_IN && o->addr_format != FI_SOCKADDR_IN6 &&
+	     o->addr_format != FI_SOCKADDR) ||
+	    o->addrlen < sizeof(struct sockaddr_in) || o->addrlen > AGENT_ADDR_MAX)
+		return o->addr_format != FI_SOCKADDR_IN && o->addr_format != FI_SOCKADDR_IN6;
+	if (a->sa_family == AF_INET6 && o->addrlen < sizeof(struct sockaddr_in6))
+		return 0;
+	if (a->sa_family != AF_INET && a->sa_family != AF_INET6)
+		return o->addr_format == FI_SOCKADDR; /* another family: nothing to compare */
+	return shunt_addr16(a, x, &px) == 0 && shunt_addr16(peer, y, &py) == 0 &&
+	       memcmp(x, y, 16) == 0;
 }

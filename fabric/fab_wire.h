@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "agent/agent_proto.h" /* AGENT_TOKEN_LEN, struct agent_relay */
@@ -170,5 +171,13 @@ void fab_relay_proof(const uint8_t key[FAB_KEY_LEN], const struct agent_relay *r
 		     uint8_t proof[AGENT_TOKEN_LEN]);
 /* 0 when relay r carries the right proof under key (constant time). */
 int fab_relay_verify(const uint8_t key[FAB_KEY_LEN], const struct agent_relay *r);
+
+/* 1 when offer o's endpoint is at the TCP peer's address (peer), or its
+ * address is not an IP one (nothing to compare); 0 for one elsewhere, or
+ * an IP format whose address is cut short.  The client binds its passive
+ * endpoint to its end of the TCP connection: one elsewhere was named by
+ * someone else (who shares the client's address, or the offer's path),
+ * and the server's end would talk to it instead of the client. */
+int fab_offer_addr_is_peer(const struct agent_offer *o, const struct sockaddr *peer);
 
 #endif

@@ -846,6 +846,22 @@ def t_netns():
         check("result=no-listener" in out, f"no listener: {out}{err}")
         note("offers across the veth pair: filed and taken, spoofed refused")
 
+        # Issue 14 item 3: a second offer for one connection (someone
+        # sharing the client's address, before or after the client) leaves
+        # none to take: the server's shim takes the kernel path.
+        s0 = agent.metrics()
+        rc, out, err = probe(["offer", ipb, sport, ipa, 40031], env, ns=na)
+        check("result=ok" in out, f"first offer for 40031: {out}{err}")
+        rc, out, err = probe(["offer", ipb, sport, ipa, 40031], env, ns=na)
+        check("result=refused" in out, f"a second offer for one connection: {out}{err}")
+        rc, out, err = probe(["take", rd, ipa, 40031, ipb, sport], ns=nb)
+        check(rc == 1 and "take none" in out, f"a contested connection's offer was taken: {out}{err}")
+        s1 = agent.metrics()
+        for fam, res in (("shuntd_offers_total", "contested"), ("shuntd_takes_total", "contested")):
+            d = val(s1, fam, result=res) - val(s0, fam, result=res)
+            check(d == 1, f"{fam}{{result={res}}} moved by {d}, not 1")
+        note("a second offer for one connection: refused, none taken, counted as contested")
+
         # One process's offers to a host share one connection to its agent,
         # kept open between them (fab_rdv.c): three offers, one client.
         s0 = agent.metrics()

@@ -3,8 +3,10 @@
  *
  *   rdv_probe offer DST_IP DST_PORT CLIENT_IP CLIENT_PORT [COUNT [AFTER_MS]]
  *       COUNT offers back to back in this process (one negative cache),
- *       then, with AFTER_MS, one more once AFTER_MS ms have passed since the
- *       first one ended.  One line each: "offer I result=R ms=T".
+ *       for connections from CLIENT_PORT, CLIENT_PORT + 1, ... (a second
+ *       offer for one connection contests it), then, with AFTER_MS, one
+ *       more once AFTER_MS ms have passed since the first one ended.  One
+ *       line each: "offer I result=R ms=T".
  *   rdv_probe take RUNDIR CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT
  *       "take ok token=HEX provider=P ring=N" (exit 0) or "take none" (1).
  *
@@ -93,6 +95,7 @@ static int offer(char **argv, int argc)
 				nanosleep(&ts, NULL);
 			}
 		}
+		o.tuple.cport = (uint16_t)(t.cport + i);
 		double t0 = now_ms();
 		enum fab_rdv_result r = fab_rdv_offer((struct sockaddr *)&dst, dl, &o, 0);
 		double t1 = now_ms();

@@ -2,6 +2,7 @@
  * rebuilt from a lower bound, across the 2^29 wrap), the positions a peer
  * may name, credits and room, the connection data, and the replay's
  * exactness argument on ring positions. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -213,4 +214,29 @@ Test(fab_wire, the_replay_starts_where_the_reader_stopped)
 		cr_assert_eq(gather(got + k, v, nv), head - k);
 		cr_assert(!memcmp(got, stream, head), "case %u: the stream differs", t);
 	}
+}
+
+/* Issue 14 item 3: the server's end connects only to an endpoint at the
+ * TCP peer's address. */
+Test(fab_wire, the_offers_endpoint_is_the_tcp_peers)
+{
+	struct agent_offer o;
+	memset(&o, 0, sizeof o);
+	struct sockaddr_in ep = {.sin_family = AF_INET, .sin_port = htons(5000)};
+	inet_pton(AF_INET, "198.18.0.1", &ep.sin_addr);
+	o.addr_format = 2; /* FI_SOCKADDR_IN */
+	o.addrlen = sizeof ep;
+	memcpy(o.addr, &ep, sizeof ep);
+	struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(40000)};
+	inet_pton(AF_INET, "198.18.0.1", &peer.sin_addr);
+	cr_expect(fab_offer_addr_is_peer(&o, (struct sockaddr *)&peer), "same address, any port");
+	struct sockaddr_in6 p6 = {.sin6_family = AF_INET6, .sin6_port = htons(40000)};
+	inet_pton(AF_INET6, "::ffff:198.18.0.1", &p6.sin6_addr);
+	cr_expect(fab_offer_addr_is_peer(&o, (struct sockaddr *)&p6), "a v4-mapped peer");
+	inet_pton(AF_INET, "198.18.0.77", &peer.sin_addr);
+	cr_expect_not(fab_offer_addr_is_peer(&o, (struct sockaddr *)&peer), "an endpoint elsewhere");
+	o.addrlen = 4;
+	cr_expect_not(fab_offer_addr_is_peer(&o, (struct sockaddr *)&peer), "an address cut short");
+	o.addr_format = 5; /* not an IP format (FI_ADDR_PSMX, ...): nothing to compare */
+	cr_expect(fab_offer_addr_is_peer(&o, (struct sockaddr *)&peer));
 }

@@ -75,23 +75,20 @@ static void gone(const struct pending *p)
 	gone_n++;
 }
 
-Test(pending, entries_expire_in_order_and_a_key_is_held_once, .fini = pending_clear)
+Test(pending, entries_expire_in_order, .fini = pending_clear)
 {
 	struct pending *p;
 	struct agent_tuple a = tuple(1, 1), b = tuple(1, 2);
 	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 1000, &p), PEND_HELD);
 	p->uid = 7;
 	cr_assert_eq(pending_add(PK_OFFER, &b, b.caddr, 2000, &p), PEND_HELD);
-	/* The same key again: replaced (and its lifetime starts again). */
-	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 3000, &p), PEND_HELD);
 	cr_assert_eq(pending_count(PK_OFFER), 2);
-	cr_assert_eq(pending_find(PK_OFFER, &a)->uid, 0);
 	uint64_t ttl = (uint64_t)PEND_TTL_S * 1000;
-	cr_assert_eq(pending_expire(2000 + ttl - 1, gone), 0);
+	cr_assert_eq(pending_expire(1000 + ttl - 1, gone), 0);
+	cr_assert_eq(pending_expire(1000 + ttl, gone), 1);
+	cr_assert_null(pending_find(PK_OFFER, &a));
+	cr_assert_not_null(pending_find(PK_OFFER, &b));
 	cr_assert_eq(pending_expire(2000 + ttl, gone), 1);
-	cr_assert_null(pending_find(PK_OFFER, &b));
-	cr_assert_not_null(pending_find(PK_OFFER, &a));
-	cr_assert_eq(pending_expire(3000 + ttl, gone), 1);
 	cr_assert_eq(gone_n, 2);
 	cr_assert_eq(pending_count(PK_OFFER), 0);
 	/* The source's count went with them: a full cap's worth again. */
@@ -99,4 +96,35 @@ Test(pending, entries_expire_in_order_and_a_key_is_held_once, .fini = pending_cl
 		struct agent_tuple t = tuple(1, (uint16_t)(1 + i));
 		cr_assert_eq(pending_add(PK_OFFER, &t, t.caddr, 0, &p), PEND_HELD);
 	}
+}
+
+/* Issue 14 item 3: a second offer for one connection (someone sharing the
+ * client's address filed one before or after the client) leaves none to
+ * take, whichever came first, until the key's lifetime ends. */
+Test(pending, a_second_offer_contests_the_connection, .fini = pending_clear)
+{
+	struct pending *p;
+	struct agent_tuple a = tuple(1, 1);
+	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 1000, &p), PEND_HELD);
+	p->uid = 7;
+	p->offer.ring_size = 65536;
+	p->offer.addrlen = 16;
+	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 2000, &p), PEND_CONTESTED);
+	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 3000, &p), PEND_CONTESTED);
+	struct pending *q = pending_find(PK_OFFER, &a);
+	cr_assert_not_null(q, "the key stays held");
+	cr_assert(q->contested);
+	cr_assert_eq(q->offer.ring_size, 0, "the first offer is forgotten");
+	cr_assert_eq(q->offer.addrlen, 0);
+	cr_assert_eq(pending_count(PK_OFFER), 1);
+	/* A relay for one connection again is the newer one. */
+	cr_assert_eq(pending_add(PK_RELAY_C, &a, a.caddr, 1000, &p), PEND_HELD);
+	cr_assert_eq(pending_add(PK_RELAY_C, &a, a.caddr, 1000, &p), PEND_HELD);
+	cr_assert_eq(pending_count(PK_RELAY_C), 1);
+	/* Its lifetime is the first offer's; then the key is free again. */
+	uint64_t ttl = (uint64_t)PEND_TTL_S * 1000;
+	cr_assert_eq(pending_expire(1000 + ttl, NULL), 2);
+	cr_assert_null(pending_find(PK_OFFER, &a));
+	cr_assert_eq(pending_add(PK_OFFER, &a, a.caddr, 5000, &p), PEND_HELD);
+	cr_assert_not(p->contested);
 }
