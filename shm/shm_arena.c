@@ -46,10 +46,6 @@
 #include "core/shunt_rundir_open.h"
 #include "shm_internal.h"
 
-/* A process's first arenas are small (most make a few connections); later
- * ones hold more, so a thousand concurrent connections need a few dozen
- * arenas, not hundreds. */
-#define SHM_ARENA_SLOTS 64u
 /* Arenas mapped here, ours and our clients'.  Beyond this, an arena is
  * mapped for one connection and unmapped after it (the old cost). */
 #define SHM_ARENA_MAX 1024u
@@ -298,43 +294,6 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	return rc;
 }
 
-/* "a-<pid>-<n>:<slot>:<ring>[:<inode>]" as written by shm_arena_alloc;
- * every part checked, the name kept to a safe alphabet.  *ino is 0 when the
- * inode is not given. */
-static int parse_target(const char *t, char *name, size_t nlen, unsigned *slot,
-			uint64_t *ring, uint64_t *ino)
-{
-	const char *c1 = strchr(t, ':');
-	if (!c1 || (size_t)(c1 - t) >= nlen || c1 - t < 3 || strncmp(t, "a-", 2))
-		return -1;
-	for (const char *p = t; p < c1; p++)
-		if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == 'a'))
-			return -1;
-	memcpy(name, t, (size_t)(c1 - t));
-	name[c1 - t] = 0;
-	char *end;
-	errno = 0;
-	unsigned long k = strtoul(c1 + 1, &end, 10);
-	if (errno || end == c1 + 1 || *end != ':' || k >= SHM_ARENA_SLOTS)
-		return -1;
-	const char *r = end + 1;
-	unsigned long long rs = strtoull(r, &end, 10);
-	if (errno || end == r || (*end && *end != ':') || rs < SHM_MIN_RING ||
-	    rs > SHM_MAX_RING || (rs & (rs - 1)))
-		return -1;
-	*ino = 0;
-	if (*end == ':') {
-		const char *i = end + 1;
-		unsigned long long in = strtoull(i, &end, 10);
-		if (errno || end == i || *end || !in)
-			return -1;
-		*ino = in;
-	}
-	*slot = (unsigned)k;
-	*ring = rs;
-	return 0;
-}
-
 static struct shm_arena *lookup(dev_t dev, ino_t ino)
 {
 	for (unsigned i = 0; i < narenas; i++)
@@ -379,7 +338,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	unsigned k;
 	uint64_t ring, ino;
 	*why = SHUNT_R_BAD_OFFER;
-	if (parse_target(target, name, sizeof name, &k, &ring, &ino) < 0)
+	if (shm_target_parse(target, name, sizeof name, &k, &ring, &ino) < 0)
 		return -1;
 	uint64_t slot_size = SHM_HDR_SIZE + 2 * ring, off = (uint64_t)k * slot_size;
 	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size,

@@ -12,6 +12,7 @@
 #ifndef SHM_PROTO_H
 #define SHM_PROTO_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -59,6 +60,19 @@ struct shm_hdr {
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
+
+/* Slots per ring arena.  A process's first arenas are small (most make a
+ * few connections); later ones hold more, so a thousand concurrent
+ * connections need a few dozen arenas, not hundreds. */
+#define SHM_ARENA_SLOTS 64u
+
+/* What an offer names, "a-<pid>-<n>:<slot>:<ring>[:<inode>]" (as
+ * shm_arena_alloc writes it), parsed: the arena's name (a safe alphabet,
+ * shorter than nlen) into name, the slot below SHM_ARENA_SLOTS, the ring
+ * size (a power of two in bounds), the inode (*ino 0 when not given).  0,
+ * or -1 for anything else. */
+int shm_target_parse(const char *t, char *name, size_t nlen, unsigned *slot, uint64_t *ring,
+		     uint64_t *ino);
 
 /* 0 when a mapping of file_size bytes is a valid offer for tuple, with
  * *ring its ring size as read once (use only that copy), else -1.  Reads
