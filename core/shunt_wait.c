@@ -169,13 +169,6 @@ static int conn_ready(void *p)
 	return a->c->ops->poll(a->c, a->ev) != 0 || __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
 }
 
-/* How long a futex sleep lasts before it looks at the socket: a peer killed
- * outright (SIGKILL, a crash) closes its socket without a word in the
- * rings, and only the socket says so.  Doubling from the first to the last,
- * so an idle connection costs a wakeup a second at most. */
-#define SHUNT_RECHECK_FIRST_MS 10
-#define SHUNT_RECHECK_MAX_MS 1000
-
 /* Spin while spinning pays (core/shunt_spin.h): 1 when c is ready. */
 static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_presence *peer,
 		struct shunt_presence *mine, int cpu)

@@ -11,6 +11,16 @@
 
 struct shunt_conn;
 
+/* How long a sleep lasts before it looks again by itself.  A futex sleep
+ * looks at the socket: a peer killed outright (SIGKILL, a crash) closes its
+ * socket without a word in the rings, and only the socket says so; it
+ * doubles from the first to the last, so an idle connection costs a wakeup
+ * a second at most.  An shm poll/select/epoll sleep lasts the last at most
+ * (shm_arm): its wakeup goes to a wake socket by name, and is lost once
+ * anyone unlinks the name. */
+#define SHUNT_RECHECK_FIRST_MS 10
+#define SHUNT_RECHECK_MAX_MS 1000
+
 /* What a wait could do while its peer answers (shunt_conn_worth_spin). */
 enum {
 	SHUNT_WORTH_NOT = 0,   /* nothing: the peer sleeps; sleep too */

@@ -372,6 +372,11 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 		limit = limit < 0 || limit > 100 ? 100 : limit;
 	if (nofd)
 		limit = limit < 0 || limit > SHM_NOFD_POLL_MS ? SHM_NOFD_POLL_MS : limit;
+	/* A wakeup reaches a wake socket by its name in the rundir, which
+	 * anyone who can write there may unlink (a cleaner, an operator's
+	 * rm -rf): then it is lost, and only looking again ends the sleep. */
+	if (limit < 0 || limit > SHUNT_RECHECK_MAX_MS)
+		limit = SHUNT_RECHECK_MAX_MS;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))
 		*timeout_ms = limit;
 	return n;
