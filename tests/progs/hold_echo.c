@@ -2,12 +2,12 @@
  * commands (an agent killed and restarted, every fd "not ours" closed),
  * with byte-exact traffic on demand.
  *
- *   hold_echo server --host ADDR --port-file F
+ *   hold_echo server --host ADDR --port-file F [--wait poll|epoll]
  *   hold_echo client --host ADDR --port P
  *
  * The server listens on ADDR (port written to F) and echoes every byte of
- * every connection back, in one poll loop over the listener, its
- * connections and stdin.  The client reads commands on stdin, one a line,
+ * every connection back, in one loop over the listener, its connections
+ * and stdin that sleeps in poll() (the default) or epoll_wait().  The client reads commands on stdin, one a line,
  * and answers each on stdout:
  *   open N      connect N more connections, one after the other, each
  *               checked with a 4096-byte echo: "opened I port=LOCALPORT"
@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -307,11 +308,64 @@ static int client(const char *host, int port)
 
 /* ---- server ---- */
 
-static int server(const char *host, const char *port_file)
+/* The server's wait: poll() on p, or with --wait epoll an epoll set kept
+ * equal to p (fds added as they appear, deleted before they are closed or
+ * leave p) and epoll_wait(), its answers written back as p's revents. */
+static int epfd = -1;
+static unsigned char ep_in[MAXC + 64];
+
+static void ep_forget(int fd)
+{
+	if (epfd < 0 || fd < 0 || fd >= (int)sizeof ep_in || !ep_in[fd])
+		return;
+	if (epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
+		fail_errno("epoll_ctl DEL %d", fd);
+	ep_in[fd] = 0;
+}
+
+static int server_wait(struct pollfd *p, int np)
+{
+	if (epfd < 0)
+		return poll(p, (nfds_t)np, -1);
+	unsigned char want[sizeof ep_in] = {0};
+	for (int i = 0; i < np; i++) {
+		int fd = p[i].fd;
+		p[i].revents = 0;
+		if (fd < 0)
+			continue; /* as poll() ignores it */
+		if (fd >= (int)sizeof ep_in)
+			fail("fd %d out of range", fd);
+		want[fd] = 1;
+		if (ep_in[fd])
+			continue;
+		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			fail_errno("epoll_ctl ADD %d", fd);
+		ep_in[fd] = 1;
+	}
+	for (int fd = 0; fd < (int)sizeof ep_in; fd++)
+		if (ep_in[fd] && !want[fd])
+			ep_forget(fd);
+	struct epoll_event ev[MAXC + 2];
+	int n = epoll_wait(epfd, ev, MAXC + 2, -1);
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < np; i++)
+			if (p[i].fd == ev[k].data.fd)
+				p[i].revents = (short)ev[k].events;
+	return n;
+}
+
+static int server(const char *host, const char *port_file, int use_epoll)
 {
 	int port;
 	int lfd = tcp_listen(host, 0, 64, &port);
 	own_add(lfd);
+	if (use_epoll) {
+		epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (epfd < 0)
+			fail_errno("epoll_create1");
+		own_add(epfd);
+	}
 	char tmp[4096];
 	snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
 	FILE *f = fopen(tmp, "w");
@@ -332,10 +386,10 @@ static int server(const char *host, const char *port_file)
 			p[np++] = (struct pollfd){cfd[i], POLLIN, 0};
 		if (!in_open && nconn == 0)
 			return 0;
-		if (poll(p, (nfds_t)np, -1) < 0) {
+		if (server_wait(p, np) < 0) {
 			if (errno == EINTR)
 				continue;
-			fail_errno("poll");
+			fail_errno("%s", use_epoll ? "epoll_wait" : "poll");
 		}
 		if (p[0].revents) {
 			int c = accept(lfd, NULL, NULL);
@@ -352,6 +406,7 @@ static int server(const char *host, const char *port_file)
 				/* The test is done: stop accepting, finish the
 				 * connections as their clients close them. */
 				in_open = 0;
+				ep_forget(lfd);
 				own_del(lfd);
 				close(lfd);
 				lfd = -1;
@@ -385,6 +440,7 @@ static int server(const char *host, const char *port_file)
 			if (r < 0)
 				fail_errno("read conn");
 			/* EOF: the client is done with it. */
+			ep_forget(cfd[i]);
 			own_del(cfd[i]);
 			close(cfd[i]);
 			cfd[i] = -1;
@@ -402,7 +458,7 @@ int main(int argc, char **argv)
 	prog_name = "hold_echo";
 	watchdog(140);
 	const char *host = "127.0.0.1", *port_file = NULL;
-	int port = -1;
+	int port = -1, use_epoll = 0;
 	if (argc < 2)
 		fail("usage: hold_echo server|client ...");
 	for (int i = 2; i + 1 < argc; i += 2) {
@@ -412,12 +468,17 @@ int main(int argc, char **argv)
 			port_file = argv[i + 1];
 		else if (!strcmp(argv[i], "--port"))
 			port = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--wait") && !strcmp(argv[i + 1], "epoll"))
+			use_epoll = 1;
+		else if (!strcmp(argv[i], "--wait") && !strcmp(argv[i + 1], "poll"))
+			use_epoll = 0;
 		else
 			fail("unknown option %s", argv[i]);
 	}
 	if (!strcmp(argv[1], "server") && port_file)
-		return server(host, port_file);
+		return server(host, port_file, use_epoll);
 	if (!strcmp(argv[1], "client") && port > 0)
 		return client(host, port);
-	fail("usage: hold_echo server --host A --port-file F | client --host A --port P");
+	fail("usage: hold_echo server --host A --port-file F [--wait poll|epoll] | "
+	     "client --host A --port P");
 }
