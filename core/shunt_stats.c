@@ -34,6 +34,8 @@ static int busy;         /* a thread is creating the file */
  * touched, the rest of the file stays a hole until needed. */
 static unsigned reserved;
 #define RESERVE_FIRST 64u
+/* Asked to publish the ring memory figures into a new file. */
+static void (*rings_hook)(void);
 
 static size_t slots_end(unsigned n)
 {
@@ -149,6 +151,11 @@ static struct shunt_stats_file *mine(void)
 	__atomic_store_n(&file_pid, pid, __ATOMIC_RELAXED);
 	__atomic_store_n(&file_state, f != MAP_FAILED ? 1 : -1, __ATOMIC_RELEASE);
 	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+	/* Once the file is ours to publish in (a change racing with this
+	 * publishes too, in order): a child after fork holds its parent's
+	 * mappings, not what it made. */
+	if (f != MAP_FAILED && rings_hook)
+		rings_hook();
 	return f != MAP_FAILED ? f : NULL;
 }
 
@@ -314,6 +321,21 @@ struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *p)
 	s->opened_ns = p->opened_ns;
 	slot_end(s);
 	return s;
+}
+
+void shunt_stats_rings(uint64_t res, uint64_t map)
+{
+	struct shunt_stats_file *f = file;
+	if (!f || __atomic_load_n(&file_state, __ATOMIC_ACQUIRE) <= 0 ||
+	    __atomic_load_n(&file_pid, __ATOMIC_RELAXED) != shunt_pid())
+		return; /* no file yet: its creation asks (rings_hook) */
+	__atomic_store_n(&f->ring_reserved, res, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->ring_mapped, map, __ATOMIC_RELAXED);
+}
+
+void shunt_stats_rings_hook(void (*publish)(void))
+{
+	rings_hook = publish;
 }
 
 /* Only the process that owns the file prints it: a child after fork has a

@@ -11,7 +11,10 @@
  * creation).  A slot's gen is odd while the owner opens or demotes it and
  * while it is free; a reader copies the slot between two equal, even,
  * non-zero reads of gen (a seqlock), each counter with one atomic load.
- * shunt_stats_read.c is the reader. */
+ * shunt_stats_read.c is the reader.
+ *
+ * Version 3 added the ring memory fields in what was padding before the
+ * slots: a version-2 file has the same layout, with them 0. */
 #ifndef SHUNT_STATS_H
 #define SHUNT_STATS_H
 
@@ -19,7 +22,9 @@
 #include <sys/socket.h>
 
 #define SHUNT_STATS_MAGIC 0x54415453u /* "STAT" */
-#define SHUNT_STATS_VERSION 2u
+#define SHUNT_STATS_VERSION 3u
+#define SHUNT_STATS_VERSION_MIN 2u /* the oldest a reader takes */
+#define SHUNT_STATS_VERSION_RINGS 3u /* the first with ring_reserved, ring_mapped */
 #define SHUNT_STATS_SLOTS 4096u
 #define SHUNT_STATS_REASONS 32u
 #define SHUNT_STATS_TRANSPORTS 4u /* indexed by enum shunt_transport */
@@ -57,8 +62,17 @@ struct shunt_stats_file {
 	struct shunt_stat_sum {
 		uint64_t conns, bytes_in, bytes_out, calls_in, calls_out;
 	} closed[SHUNT_STATS_TRANSPORTS];
+	/* Shared memory the process holds for rings now (shm_arena.c), in
+	 * bytes.  ring_reserved: slots of the arenas it made, reserved in
+	 * the rundir's filesystem (what counts against a container's
+	 * /dev/shm); ring_mapped: other processes' arenas mapped here (their
+	 * makers count what they reserved). */
+	uint64_t ring_reserved, ring_mapped;
 	struct shunt_stat_slot slots[] __attribute__((aligned(64)));
 };
+/* Version 2 readers and files: the slots where they were. */
+_Static_assert(__builtin_offsetof(struct shunt_stats_file, slots) == 576,
+	       "the slots moved: a new layout needs a new version and a reader of both");
 
 /* Counters are written by their own process only: relaxed single-copy
  * updates, no locked instruction on the data path.  Two threads racing on
@@ -89,5 +103,14 @@ void shunt_stats_summary(void);
 /* A connection inherited from the parent: a slot in this process's file with
  * the same identity and counters from zero (the parent keeps its slot). */
 struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *parent);
+
+/* The ring memory this process holds now (after a transport's arena was
+ * made, reserved, mapped or unmapped: not on a data path), published in
+ * the header if the file exists.  Callers serialise their calls. */
+void shunt_stats_rings(uint64_t reserved, uint64_t mapped);
+/* Set once by the transport that keeps ring memory: publish() calls
+ * shunt_stats_rings with the current figures, for a file just made (a new
+ * process's, or a child's after fork). */
+void shunt_stats_rings_hook(void (*publish)(void));
 
 #endif

@@ -291,7 +291,8 @@ static int read_file(const struct shunt_stats_file *f, size_t size, struct shunt
 		     size_t room)
 {
 	size_t hdr = offsetof(struct shunt_stats_file, slots);
-	if (size < hdr || f->magic != SHUNT_STATS_MAGIC || f->version != SHUNT_STATS_VERSION ||
+	if (size < hdr || f->magic != SHUNT_STATS_MAGIC || f->version < SHUNT_STATS_VERSION_MIN ||
+	    f->version > SHUNT_STATS_VERSION ||
 	    f->slot_size != sizeof(struct shunt_stat_slot) ||
 	    (size - hdr) / sizeof(struct shunt_stat_slot) < f->nslots)
 		return -1;

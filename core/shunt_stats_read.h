@@ -62,13 +62,22 @@ struct shunt_proc_snap {
 
 /* Calls fn for every live process file in <rundir>/s, in pid order.  fn's
  * snapshot is valid only during the call.  fn returning non-zero stops the
- * scan.  Files of another layout version are skipped (and removed when stale
- * and SHUNT_SCAN_CLEAN).  Returns the number of processes passed to fn, or
+ * scan.  Files of a layout version this reader does not know are skipped
+ * (and removed when stale and SHUNT_SCAN_CLEAN); hdr.version says which
+ * one a file has (a version-2 file has no ring memory figures:
+ * shunt_stats_has_rings).  Returns the number of processes passed to fn, or
  * -1 with errno when the directory cannot be read. *removed (may be NULL)
  * gets the number of stale files removed. */
 int shunt_stats_scan(const char *rundir, int flags,
 		     int (*fn)(const struct shunt_proc_snap *p, void *arg), void *arg,
 		     unsigned *removed);
+
+/* 1 when p's file says how much ring memory the process holds
+ * (hdr.ring_reserved, hdr.ring_mapped); 0 for a library too old to. */
+static inline int shunt_stats_has_rings(const struct shunt_proc_snap *p)
+{
+	return p->hdr.version >= SHUNT_STATS_VERSION_RINGS;
+}
 
 /* Totals of a process: its closed connections plus its open ones, by the
  * transport they are on now. */

@@ -44,6 +44,7 @@
 #include "core/shunt_real.h"
 #include "core/shunt_reserve.h"
 #include "core/shunt_rundir_open.h"
+#include "core/shunt_stats.h"
 #include "shm_internal.h"
 
 /* Arenas mapped here, ours and our clients'.  Beyond this, an arena is
@@ -79,8 +80,43 @@ struct shm_arena {
 static struct shm_arena arenas[SHM_ARENA_MAX];
 static unsigned narenas;
 static unsigned arena_seq;
+/* Bytes of clients' arenas mapped for one connection each (no room in the
+ * table): a fork copies them, and this count, to the child. */
+static uint64_t single_mapped;
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 SHUNT_FORK_MUTEX(arena_mu, SHUNT_RANK_SHM_ARENA)
+
+/* What this process holds for rings, for shunt stat (arena_mu held): the
+ * slots it reserved in arenas it made (its memory in the rundir's
+ * filesystem), and the other arenas mapped here, a forked child's copies
+ * of its parent's included.  From the table, so a child counts right. */
+static void publish_rings(void)
+{
+	uint64_t res = 0, map = single_mapped;
+	pid_t me = shunt_pid();
+	for (unsigned i = 0; i < narenas; i++) {
+		const struct shm_arena *a = &arenas[i];
+		if (!a->base)
+			continue;
+		if (a->owner == me)
+			res += (uint64_t)__builtin_popcountll(a->reserved) * a->slot_size;
+		else
+			map += a->len;
+	}
+	shunt_stats_rings(res, map);
+}
+
+static void publish_rings_locked(void)
+{
+	pthread_mutex_lock(&arena_mu);
+	publish_rings();
+	pthread_mutex_unlock(&arena_mu);
+}
+
+__attribute__((constructor)) static void rings_hook(void)
+{
+	shunt_stats_rings_hook(publish_rings_locked);
+}
 
 static int arena_path(char *buf, size_t len, const char *name)
 {
@@ -266,10 +302,12 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	if (a && !(a->reserved & (1ull << k))) {
 		/* Both ends will touch every page of the slot (a ring is used
 		 * round and round): all of it now, or no connection. */
-		if (shunt_reserve(a->fd, (off_t)((uint64_t)k * slot_size), (off_t)slot_size) == 0)
+		if (shunt_reserve(a->fd, (off_t)((uint64_t)k * slot_size), (off_t)slot_size) == 0) {
 			a->reserved |= 1ull << k;
-		else
+			publish_rings();
+		} else {
 			a = NULL;
+		}
 	}
 	if (a) {
 		uint64_t off = (uint64_t)k * slot_size;
@@ -318,6 +356,7 @@ static struct shm_arena *entry_for_map(void)
 static void unmap_idle_beyond(unsigned keep)
 {
 	unsigned idle = 0;
+	int gone = 0;
 	for (unsigned i = narenas; i-- > 0;) {
 		struct shm_arena *a = &arenas[i];
 		if (!a->base || a->owner || a->users)
@@ -328,8 +367,11 @@ static void unmap_idle_beyond(unsigned keep)
 			if (a->lfd >= 0 && a->lfd_pid == shunt_pid())
 				shunt_fd_release(a->lfd);
 			a->lfd = -1;
+			gone = 1;
 		}
 	}
+	if (gone)
+		publish_rings();
 }
 
 int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *why)
@@ -406,6 +448,8 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		if (!a) {
 			/* No room to keep it: this connection's own mapping and
 			 * description. */
+			single_mapped += (uint64_t)st.st_size;
+			publish_rings();
 			pthread_mutex_unlock(&arena_mu);
 			s->map = m;
 			s->map_len = (size_t)st.st_size;
@@ -421,6 +465,7 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 		a->len = (size_t)st.st_size;
 		a->slot_size = slot_size;
 		snprintf(a->name, sizeof a->name, "%s", name);
+		publish_rings();
 	}
 	if (a->owner == shunt_pid()) {
 		/* A connection to ourselves: the owner's description holds
@@ -530,6 +575,10 @@ void shm_arena_release(struct shm_slot *s)
 		shunt_fd_release(s->fork_fd);
 	if (s->map) {
 		munmap(s->map, s->map_len);
+		pthread_mutex_lock(&arena_mu);
+		single_mapped -= single_mapped < s->map_len ? single_mapped : s->map_len;
+		publish_rings();
+		pthread_mutex_unlock(&arena_mu);
 		s->map = NULL;
 	} else if (s->arena) {
 		pthread_mutex_lock(&arena_mu);

@@ -5,8 +5,8 @@
  *   shunt stat -l [-p PID] [-n NAME] [--json] [--rundir DIR]
  *
  * One line per open connection, like ss or smcss, then each process's
- * totals (connections by transport, including closed ones, bytes, fallbacks
- * by reason).  With -i, samples repeat every SECONDS and every sample after
+ * totals (connections by transport, including closed ones, bytes, the
+ * shared memory it holds for rings, fallbacks by reason).  With -i, samples repeat every SECONDS and every sample after
  * the first shows rates (per second, from the difference with the previous
  * sample of the same connection).  --json prints one JSON object per sample
  * (JSON Lines with -i).  Files of processes that died are skipped and
@@ -72,7 +72,10 @@ static void stat_usage(FILE *f)
 		"                       owner, live or stale, the processes holding them)\n"
 		"      --rundir DIR     read DIR instead of the rundir of this environment\n"
 		"Columns: bytes and messages (calls) in and out, fallback reason of kernel-path\n"
-		"connections, spin%% (waits that ended while spinning) and sleeps.\n");
+		"connections, spin%% (waits that ended while spinning) and sleeps.  Each process's\n"
+		"total line adds the shared memory it holds for rings: 'rings reserved=' bytes of\n"
+		"the arenas it made (counted in the rundir's filesystem, /dev/shm), 'mapped=' bytes\n"
+		"of other processes' arenas it maps.\n");
 }
 
 #define usage_error(...) shunt_usage_error("stat", __VA_ARGS__)
@@ -214,9 +217,16 @@ static void print_totals_text(const struct shunt_proc_snap *p)
 		min += t[i].calls_in;
 		mout += t[i].calls_out;
 	}
-	printf(" (open %u) bytes in=%llu out=%llu msgs in=%llu out=%llu fallbacks", p->nconns,
+	printf(" (open %u) bytes in=%llu out=%llu msgs in=%llu out=%llu", p->nconns,
 	       (unsigned long long)in, (unsigned long long)out, (unsigned long long)min,
 	       (unsigned long long)mout);
+	/* Shared memory held for rings (a library that does not say: none
+	 * printed). */
+	if (shunt_stats_has_rings(p))
+		printf(" rings reserved=%llu mapped=%llu",
+		       (unsigned long long)p->hdr.ring_reserved,
+		       (unsigned long long)p->hdr.ring_mapped);
+	printf(" fallbacks");
 	int any = 0;
 	for (unsigned r = 1; r < SHUNT_STATS_REASONS; r++)
 		if (p->hdr.fallbacks[r]) {
@@ -279,8 +289,15 @@ static void print_proc_json(const struct sample *s, const struct shunt_proc_snap
 {
 	printf("%s{\"pid\":%d,\"program\":", s->nprocs ? "," : "", p->hdr.pid);
 	json_str(stdout, p->hdr.prog);
-	printf(",\"uid\":%u,\"start_ns\":%llu,\"connections\":[", p->hdr.uid,
+	printf(",\"uid\":%u,\"start_ns\":%llu,\"rings\":", p->hdr.uid,
 	       (unsigned long long)p->hdr.start_ns);
+	if (shunt_stats_has_rings(p))
+		printf("{\"reserved_bytes\":%llu,\"mapped_bytes\":%llu}",
+		       (unsigned long long)p->hdr.ring_reserved,
+		       (unsigned long long)p->hdr.ring_mapped);
+	else
+		printf("null");
+	printf(",\"connections\":[");
 	for (unsigned i = 0; i < p->nconns; i++)
 		print_conn_json(s, p, &p->conns[i], find_prev(s, p->hdr.pid, &p->conns[i]), i == 0);
 	struct shunt_stat_sum t[SHUNT_STATS_TRANSPORTS];

@@ -8,6 +8,10 @@
 #   * shunt stat and shunt stat --json (parsed with python3's json) show, per
 #     connection, the transport, reason, and exactly the bytes and calls each
 #     program says it moved; per-process totals agree;
+#   * the shared memory each holds for rings (ring_size 256k): the client
+#     reserved one slot (4096 + 2 x ring) for its one shm connection and
+#     maps nothing else; the server reserved nothing and maps the client's
+#     arena (whole slots of that size);
 #   * -p and -n keep only the chosen process; bad arguments fail with 2;
 #   * -i 2 -c 2 --json: the second sample's rates times its interval are the
 #     bytes the client sent in between (it is told to send 1 MB after the
@@ -26,6 +30,12 @@ source "$(dirname "$0")/lib.sh"
 E2E_TRANSPORT=""          # this test chooses its own transports
 need python3
 MODE=shunt
+# A known ring size: each shm connection reserves a slot of a header page
+# and two rings in its client's arena.
+RING=262144
+SLOT=$((4096 + 2 * RING))
+printf 'ring_size = 256k\n' >"$TMP/ring.conf"
+SHUNT_CONF=$TMP/ring.conf
 
 # The traffic stat_hold makes on connection I (see stat_hold.c).
 c2s() { echo $((1000 * ($1 + 1) * 7 + 13)); }
@@ -218,6 +228,22 @@ ARGS=("$SRV_PID" "$CLI_PID" "$PA" "$PB" "$PDIR/server.counts" "$PDIR/client.coun
 stat_cmd --json >"$PDIR/stat.json" || die "shunt stat --json failed"
 python3 "$PDIR/check.py" one "${ARGS[@]}" "$PDIR/stat.json" || die "shunt stat --json is wrong"
 
+# Ring memory: the client made the one shm connection's slot, the server
+# maps the client's arena.
+python3 - "$PDIR/stat.json" "$SRV_PID" "$CLI_PID" "$SLOT" <<'PY' || die "ring memory in shunt stat --json is wrong"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+srv, cli, slot = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+procs = {p["pid"]: p["rings"] for p in doc["processes"]}
+if procs[cli] != {"reserved_bytes": slot, "mapped_bytes": 0}:
+    sys.exit("FAIL: e2e_stat: client rings %s, expected one slot of %d reserved, nothing mapped"
+             % (procs[cli], slot))
+s = procs[srv]
+if s["reserved_bytes"] != 0 or s["mapped_bytes"] < slot or s["mapped_bytes"] % slot:
+    sys.exit("FAIL: e2e_stat: server rings %s, expected nothing reserved and whole slots "
+             "of %d mapped" % (s, slot))
+PY
+
 # Text: the same numbers in the columns.
 stat_cmd >"$PDIR/stat.txt" || die "shunt stat failed"
 assert_eq "$(head -n 1 "$PDIR/stat.txt")" "# rundir $RUNDIR" "the rundir read, named first"
@@ -230,9 +256,11 @@ LPORT_CLI_A=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print
 assert_eq "$(text_line "$SRV_PID" "$PA")" "shm open $(c2s 0) $(s2c 0) -"
 assert_eq "$(text_line "$SRV_PID" "$PB")" "kernel open $(c2s 1) $(s2c 1) $SRV_REASON"
 assert_eq "$(text_line "$CLI_PID" "$LPORT_CLI_A")" "shm open $(s2c 0) $(c2s 0) -"
-grep -qE "^  total $CLI_PID statcli: connections shm=1 fabric=0 kernel=1 \(open 2\) bytes in=$(($(s2c 0) + $(s2c 1))) out=$(($(c2s 0) + $(c2s 1))) .* fallbacks rule-kernel=1$" "$PDIR/stat.txt" ||
+grep -qE "^  total $CLI_PID statcli: connections shm=1 fabric=0 kernel=1 \(open 2\) bytes in=$(($(s2c 0) + $(s2c 1))) out=$(($(c2s 0) + $(c2s 1))) .* rings reserved=$SLOT mapped=0 fallbacks rule-kernel=1$" "$PDIR/stat.txt" ||
 	die "client totals line wrong: $(grep "total $CLI_PID" "$PDIR/stat.txt")"
-note "stat and stat --json: transports, reasons and byte counts as sent"
+grep -qE "^  total $SRV_PID statsrv: .* rings reserved=0 mapped=[1-9][0-9]* fallbacks " "$PDIR/stat.txt" ||
+	die "server totals line: no ring memory: $(grep "total $SRV_PID" "$PDIR/stat.txt")"
+note "stat and stat --json: transports, reasons and byte counts as sent; ring memory: the client's slot ($SLOT bytes reserved), the server's mapping"
 
 # Filters.
 stat_cmd --json -p "$CLI_PID" >"$PDIR/p.json" || die "stat -p failed"

@@ -84,6 +84,8 @@ static void conn(struct shunt_stats_file *f, unsigned i, int tp, int reason, uin
 struct seen {
 	int n;
 	int pid[8];
+	int rings[8]; /* shunt_stats_has_rings */
+	uint64_t reserved[8], mapped[8];
 	unsigned nconns[8];
 	struct shunt_conn_snap c[8][4];
 	struct shunt_stat_sum tot[8][SHUNT_STATS_TRANSPORTS];
@@ -95,6 +97,9 @@ static int collect(const struct shunt_proc_snap *p, void *arg)
 	struct seen *s = arg;
 	int k = s->n++;
 	s->pid[k] = p->hdr.pid;
+	s->rings[k] = shunt_stats_has_rings(p);
+	s->reserved[k] = p->hdr.ring_reserved;
+	s->mapped[k] = p->hdr.ring_mapped;
 	s->nconns[k] = p->nconns;
 	for (unsigned i = 0; i < p->nconns && i < 4; i++)
 		s->c[k][i] = p->conns[i];
@@ -165,6 +170,34 @@ Test(stats_read, stale_files_are_skipped_and_removed_only_when_asked)
 	cr_assert_eq(removed, 2);
 	cr_assert(!exists(41) && !exists(42) && exists(43));
 	close(fc);
+}
+
+Test(stats_read, ring_memory_and_the_versions_read)
+{
+	int fa, fb, fc, fd;
+	struct shunt_stats_file *a = make(51, 1, &fa, SHUNT_STATS_VERSION);
+	a->ring_reserved = 3 * (4096 + 2 * 65536);
+	a->ring_mapped = 7;
+	/* Version 2: the layout of 3 without the ring figures (its padding,
+	 * never written). */
+	struct shunt_stats_file *b = make(52, 1, &fb, 2);
+	conn(b, 1, SHUNT_TP_SHM, SHUNT_R_NONE, 9, 8);
+	make(53, 1, &fc, SHUNT_STATS_VERSION + 1); /* newer than this reader */
+	make(54, 1, &fd, 1);
+	struct seen s = {0};
+	cr_assert_eq(shunt_stats_scan(dir, 0, collect, &s, NULL), 2);
+	cr_assert_eq(s.pid[0], 51);
+	cr_assert(s.rings[0]);
+	cr_assert_eq(s.reserved[0], 3 * (4096 + 2 * 65536));
+	cr_assert_eq(s.mapped[0], 7);
+	cr_assert_eq(s.pid[1], 52);
+	cr_assert(!s.rings[1]);
+	cr_assert_eq(s.nconns[1], 1);
+	cr_assert_eq(s.c[1][0].s.bytes_in, 9);
+	close(fa);
+	close(fb);
+	close(fc);
+	close(fd);
 }
 
 Test(stats_read, a_file_in_creation_is_left_alone)
