@@ -106,9 +106,14 @@ static void publish_rings(void)
 	shunt_stats_rings(res, map);
 }
 
+/* For a counters file just made: that may happen under any of shunt's
+ * locks, this one included (and in this very thread), so only if the table
+ * is free now; a holder that changes it publishes anyway, and the file now
+ * exists for it. */
 static void publish_rings_locked(void)
 {
-	pthread_mutex_lock(&arena_mu);
+	if (pthread_mutex_trylock(&arena_mu) != 0)
+		return;
 	publish_rings();
 	pthread_mutex_unlock(&arena_mu);
 }
