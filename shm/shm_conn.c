@@ -52,6 +52,7 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ri
 	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
 	c->pending = -1;
+	c->named = 0;
 	c->lk = (struct shm_lock_owner){c->slot.tag, shm_arena_tag_alive, &c->slot};
 	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
@@ -126,12 +127,14 @@ static void shm_close(struct shunt_conn *base)
 	/* A connect() that failed: its offer will never be named. */
 	shm_pending_end(c->pending);
 	c->pending = -1;
-	if (c->side == SHM_CLIENT && !c->committed && st != SHM_COMMITTED && c->key[0]) {
-		/* The server unlinks an offer it takes; one never taken is
+	if (c->side == SHM_CLIENT && !c->committed && st != SHM_COMMITTED && c->named) {
+		/* The server removes an offer it takes; one never taken is
 		 * ours to remove. */
 		char path[SHUNT_PATH_MAX];
-		if (!shm_path(path, sizeof path, c->key, ""))
-			unlink(path);
+		if (c->named == 1)
+			shm_names_drop(&c->hdr->tuple, c->target);
+		else if (!shm_path(path, sizeof path, c->key, ""))
+			shm_names_unlink(path);
 	}
 	/* The number is about to be closed: a call still in flight in
 	 * another thread must not touch it (it may be reused). */

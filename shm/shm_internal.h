@@ -84,6 +84,8 @@ struct shm_conn {
 	int wake_at_closed;       /* close() hints and wakes after the FIN */
 	int pending;              /* client: the announced bucket, until the
 				     offer is named (-1: none) */
+	int named;                /* client: 1 named in the table, 2 by a
+				     symlink in o/ (shm_names.c) */
 	char key[96];
 	char target[96];          /* client: what the offer names */
 };
@@ -147,6 +149,27 @@ int shm_pending_held(int b);
 /* Sleep until b's sequence number moves from seq (or timeout_ms, at most
  * a few ms: a client killed mid-connect bumps nothing). */
 void shm_pending_sleep(int b, uint32_t seq, int timeout_ms);
+
+/* ---- shm_names.c: where a client names its offer ------------------------- */
+
+/* Client: name the offer for t as target in the rundir's table.  0, or -1
+ * (no room where t hashes, no table, a target too long): name it in o/. */
+int shm_names_put(const struct shunt_tuple *t, const char *target);
+/* Server: take the offer named for t: 1 with target filled (empty when it
+ * was not a string that fits), 0 when the table has none. */
+int shm_names_take(const struct shunt_tuple *t, char *target, size_t len);
+/* Client: forget the name for t with target, never taken. */
+void shm_names_drop(const struct shunt_tuple *t, const char *target);
+/* 1 when this process has the table (a client without it does not offer:
+ * servers look for symlinks only while the table counts some). */
+int shm_names_ready(void);
+/* A symlink offer was made (+1) or removed (-1). */
+void shm_names_link(int delta);
+/* 1 when some offer may be named by a symlink (or there is no table). */
+int shm_names_links(void);
+/* Remove an offer's symlink (and its count, once: only the unlink that
+ * succeeds counts).  0, or -1 with errno. */
+int shm_names_unlink(const char *path);
 
 /* Remove what dead processes left in <rundir>/o (once per process). */
 void shm_sweep(void);

@@ -62,7 +62,8 @@ static void shm_at_exit(void)
 
 /* Name the offer for c's 4-tuple: the header's tuple, the peer's wake
  * names, then the name itself, made last: whoever finds it finds a complete
- * header.  0, or -1 (nothing named). */
+ * header.  In the rundir's table (shm_names.c), else as a symlink o/<key>.
+ * 0, or -1 (nothing named). */
 static int name_offer(struct shm_conn *c, const struct shunt_tuple *t, const char *target)
 {
 	char path[SHUNT_PATH_MAX];
@@ -70,10 +71,20 @@ static int name_offer(struct shm_conn *c, const struct shunt_tuple *t, const cha
 	c->hdr->tuple = *t;
 	if (shm_path(path, sizeof path, c->key, "") || shm_wake_bind_peer(c) < 0)
 		return -1;
-	/* EEXIST: left by a connection with the same 4-tuple that died. */
+	if (shm_names_put(t, target) == 0) {
+		c->named = 1;
+		return 0;
+	}
+	/* Counted first: a server that misses the table looks for the name
+	 * only while the count says one may exist.  EEXIST: left by a
+	 * connection with the same 4-tuple that died. */
+	shm_names_link(1);
 	if (symlink(target, path) < 0 &&
-	    (errno != EEXIST || unlink(path) < 0 || symlink(target, path) < 0))
+	    (errno != EEXIST || shm_names_unlink(path) < 0 || symlink(target, path) < 0)) {
+		shm_names_link(-1);
 		return -1;
+	}
+	c->named = 2;
 	return 0;
 }
 
@@ -97,6 +108,11 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	if (reg == SHUNT_REG_REFUSES)
 		goto out;
 	shm_sweep();
+	/* Servers look for symlink names only while the table counts one:
+	 * without the table, an offer could go unseen. */
+	why = SHUNT_R_RING_ALLOC;
+	if (!shm_names_ready())
+		goto out;
 	/* Announced, the offer is named once connect() has picked the port
 	 * (shm_connected); otherwise the port is picked here. */
 	pending = shm_pending_begin(dst);
@@ -198,15 +214,23 @@ void shm_share_path(const char *path)
 		chmod(path, 0660);
 }
 
-/* Hold the slot the offer for key names, if there is a valid one from a
- * user we trust: 0; -2 when there is no offer by that name; -1 with *why
- * when there is one that cannot be taken. */
-static int open_offer(const char *key, struct shm_slot *s, enum shunt_reason *why)
+/* Hold the slot the offer for t (named key) names, if there is a valid one
+ * from a user we trust: 0; -2 when there is no offer for it; -1 with *why
+ * when there is one that cannot be taken.  *link: 1 when it was named by a
+ * symlink in o/ (the taker removes it), 0 in the table (taken with it). */
+static int open_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
+		      enum shunt_reason *why, int *link)
 {
 	char path[SHUNT_PATH_MAX], target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
+	*link = 0;
+	if (shm_names_take(t, target, sizeof target))
+		return shm_arena_attach(target, s, why);
+	if (!shm_names_links())
+		return -2; /* nobody named an offer by a symlink */
 	if (shm_path(path, sizeof path, key, ""))
 		return -1;
+	*link = 1;
 	ssize_t n = readlink(path, target, sizeof target - 1);
 	if (n < 0) {
 		if (errno == ENOENT)
@@ -251,18 +275,18 @@ static int pending_spin(int b, uint32_t seq)
  * it was preempted; offer_timeout_ms at most, as the client waits for our
  * answer no longer). */
 static int find_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
-		      enum shunt_reason *why)
+		      enum shunt_reason *why, int *link)
 {
 	int b = shm_pending_bucket(t->saddr, t->sport);
 	uint64_t deadline = 0;
 	for (;;) {
 		uint32_t seq = shm_pending_seq(b);
-		int r = open_offer(key, s, why);
+		int r = open_offer(t, key, s, why, link);
 		if (r != -2)
 			return r;
 		if (!shm_pending_held(b))
 			/* Named before the announcement ended, if at all. */
-			return open_offer(key, s, why) == 0 ? 0 : -1;
+			return open_offer(t, key, s, why, link) == 0 ? 0 : -1;
 		uint64_t now = shunt_now_ms();
 		if (!deadline) {
 			deadline = now + shunt_config()->offer_timeout_ms;
@@ -307,8 +331,11 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	shunt_tuple_key(&t, key, sizeof key);
 	if (shm_path(path, sizeof path, key, ""))
 		goto out;
-	if (find_offer(&t, key, &slot, &why) < 0)
+	int link;
+	if (find_offer(&t, key, &slot, &why, &link) < 0)
 		goto out;
+	if (!link)
+		path[0] = 0; /* taken from the table: no name to remove */
 	h = slot.hdr;
 	uint64_t ring;
 	if (shm_hdr_check(h, slot.len, &t, &ring) < 0) {
@@ -329,7 +356,8 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	 * namespace): an offer left by a dead process, for a 4-tuple now
 	 * reused, must not be taken. */
 	if (!shm_arena_peer_holds(&c->slot)) {
-		unlink(path);
+		if (path[0])
+			shm_names_unlink(path);
 		why = SHUNT_R_NO_PEER_SHIM;
 		goto fail;
 	}
@@ -347,7 +375,8 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, sched_getcpu());
 	h->uid[SHM_SERVER] = shunt_euid();
 	c->committed = 1;
-	unlink(path);
+	if (path[0])
+		shm_names_unlink(path);
 	/* No wakeup: nothing a client waits for comes with the commit itself.
 	 * Its reads wait for our bytes, its writes for space we free, and each
 	 * of those wakes it; a wakeup now would be a trip through the
@@ -359,7 +388,8 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	return SHUNT_R_NONE;
 refuse:
 	refuse(h);
-	unlink(path); /* refused: nobody will take it */
+	if (path[0])
+		shm_names_unlink(path); /* refused: nobody will take it */
 	if (c) {
 		shm_wake_peer(c);
 	} else {
@@ -393,7 +423,8 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 		return;
 	SHUNT_GUARD_ENTER();
 	shunt_tuple_key(&t, key, sizeof key);
-	if (find_offer(&t, key, &slot, &why) == 0) {
+	int link;
+	if (find_offer(&t, key, &slot, &why, &link) == 0) {
 		struct shm_hdr *h = slot.hdr;
 		uint64_t ring;
 		if (shm_hdr_check(h, slot.len, &t, &ring) == 0) {
@@ -402,8 +433,8 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 			char path[SHUNT_PATH_MAX];
 			shm_conn_view(&c, h, SHM_SERVER, ring);
 			refuse(h);
-			if (!shm_path(path, sizeof path, key, ""))
-				unlink(path);
+			if (link && !shm_path(path, sizeof path, key, ""))
+				shm_names_unlink(path);
 			snprintf(c.key, sizeof c.key, "%s", key);
 			if (shm_wake_bind_peer(&c) == 0)
 				shm_wake_peer(&c);

@@ -43,7 +43,10 @@ static int sweep_one(const char *path, const char *name, void *arg)
 	} else if ((S_ISLNK(st.st_mode) || S_ISREG(st.st_mode)) &&
 		   now - st.st_mtime > OFFER_MAX_AGE_S) {
 		/* An offer (a name for a slot) never taken. */
-		unlink(path);
+		if (S_ISLNK(st.st_mode))
+			shm_names_unlink(path);
+		else
+			unlink(path);
 	}
 	return 0;
 }

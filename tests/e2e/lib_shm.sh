@@ -69,9 +69,11 @@ assert_rundir_clean() {
 	timeout -k 5 30 env "SHUNT_LIBRARY=$SHUNT_LIB" "SHUNT_RUNDIR=$RUNDIR" "$SHUNT" run \
 		--config "$EMPTY_CONF" --log error -- "$PROGS/listen_once" ||
 		soft_fail "the sweeping process failed ($PHASE)"
-	# (o/.pending, the page of announced offers, lives as long as the
-	# rundir, as l/.generation does.)
-	left=$(find "$RUNDIR/o" -mindepth 1 ! -path "$RUNDIR/o/.pending" 2>/dev/null | head -n 5 || true)
+	# (o/.pending, the page of announced offers, and o/.names, the table
+	# offers are named in, live as long as the rundir, as l/.generation
+	# does.)
+	left=$(find "$RUNDIR/o" -mindepth 1 ! -path "$RUNDIR/o/.pending" ! -path "$RUNDIR/o/.names" \
+		2>/dev/null | head -n 5 || true)
 	# A listener killed by a signal runs no code: its registry name stays,
 	# but its lock is gone, so clients skip it and the next process that
 	# uses shm removes it.  A name still locked by nobody alive is a leak.

@@ -345,11 +345,13 @@ t_churn() {
 	# Nothing else either, but the per-process statistics files (s/PID)
 	# that the next shunt process sweeps by design: at most one per process;
 	# the registry's generation (l/.generation, one page per rundir,
-	# core/shunt_registry.c) and the announced offers (o/.pending,
-	# shm/shm_pending.c), which live as long as the rundir.
+	# core/shunt_registry.c), the announced offers (o/.pending,
+	# shm/shm_pending.c) and the table offers are named in (o/.names,
+	# shm/shm_names.c), which live as long as the rundir.
 	local left nstat
 	left=$(find "$RUNDIR" \( -type f -o -type s \) ! -path "$RUNDIR/s/*" \
-		! -path "$RUNDIR/l/.generation" ! -path "$RUNDIR/o/.pending" | head -n 5)
+		! -path "$RUNDIR/l/.generation" ! -path "$RUNDIR/o/.pending" \
+		! -path "$RUNDIR/o/.names" | head -n 5)
 	[[ -z "$left" ]] || die "files left in the rundir: $(echo "$left" | tr '\n' ' ')"
 	nstat=$(find "$RUNDIR/s" -type f 2>/dev/null | wc -l)
 	[[ $nstat -le 2 ]] || die "$nstat statistics files left by 2 processes"

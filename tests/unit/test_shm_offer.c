@@ -7,7 +7,10 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conn_pair.h"
@@ -15,6 +18,7 @@
 #include "core/shunt_rundir.h"
 #include "core/shunt_transport.h"
 #include "core/shunt_tuple.h"
+#include "shm/shm_internal.h"
 
 /* The transports of this program: shm alone. */
 const struct shunt_transport_ops *const shunt_transports[] = {&shunt_transport_shm, NULL};
@@ -104,8 +108,11 @@ Test(shm_offer, a_server_without_shunt_ends_the_offer)
 	pair_close(&p);
 }
 
-/* Bad handshake input: the connection falls back, nothing breaks. */
-Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
+/* Bad handshake input: the connection falls back, nothing breaks.  The
+ * offer names no slot, planted in the table (how clients name offers) or
+ * as a symlink (their fallback, which servers look for while the table
+ * counts one). */
+static void bad_target(int as_link)
 {
 	struct conn_pair p;
 	pair_listen(&p, 1);
@@ -121,7 +128,12 @@ Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
 	shunt_tuple_key(&t, key, sizeof key);
 	cr_assert(shunt_rundir_path(path, sizeof path, getenv("SHUNT_RUNDIR"), SHUNT_ROOM_OFFER,
 				    "%s", key) == 0);
-	cr_assert(symlink("../../etc/passwd:0:4096", path) == 0);
+	if (as_link) {
+		shm_names_link(1);
+		cr_assert(symlink("../../etc/passwd:0:4096", path) == 0);
+	} else {
+		cr_assert(shm_names_put(&t, "../../etc/passwd:0:4096") == 0);
+	}
 	cr_assert(connect(p.cfd, (struct sockaddr *)&p.dst, p.dlen) == 0);
 	pair_accept(&p, 1);
 	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_KERNEL);
@@ -129,7 +141,59 @@ Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
 	cr_assert(send(p.cfd, "x", 1, 0) == 1);
 	char b;
 	cr_assert_eq(t_recv(p.sfd, &b, 1, 0), 1);
-	unlink(path);
+	if (as_link)
+		cr_assert(shm_names_unlink(path) == 0);
+	cr_assert_not(shm_names_links(), "the symlink count went back to 0");
+	pair_close(&p);
+}
+
+Test(shm_offer, an_offer_that_names_no_slot_is_a_bad_offer)
+{
+	bad_target(0);
+}
+
+Test(shm_offer, a_symlink_offer_that_names_no_slot_is_a_bad_offer)
+{
+	bad_target(1);
+}
+
+/* An offer named in the table is taken with it: no name is made in o/, and
+ * none is left after the commit. */
+Test(shm_offer, offers_are_named_in_the_table)
+{
+	struct conn_pair p;
+	char dir[512];
+	pair_listen(&p, 1);
+	snprintf(dir, sizeof dir, "%s/o", shunt_rundir());
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	cr_assert(in >= 0);
+	cr_assert(inotify_add_watch(in, dir, IN_CREATE) >= 0);
+	pair_connect(&p);
+	pair_accept(&p, 1);
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_ACCEL, "server: %s", fd_reason(p.sfd));
+	/* Nothing named after the connection was made in o/ (an arena or the
+	 * tables may be, once). */
+	char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n = read(in, ev, sizeof ev);
+	for (ssize_t o = 0; n > 0 && o < n;) {
+		const struct inotify_event *ie = (const struct inotify_event *)(ev + o);
+		if (ie->len)
+			cr_expect(ie->name[0] == '.' || !strncmp(ie->name, "a-", 2) ||
+					  !strncmp(ie->name, "t-", 2),
+				  "made in o/ for one connection: %s", ie->name);
+		o += (ssize_t)(sizeof *ie + ie->len);
+	}
+	close(in);
+	DIR *d = opendir(dir);
+	cr_assert(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+		cr_assert(fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0);
+		cr_expect_not(S_ISLNK(st.st_mode), "a symlink offer in o/: %s", e->d_name);
+	}
+	closedir(d);
+	cr_assert_not(shm_names_links());
 	pair_close(&p);
 }
 
