@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
+#include "core/shunt_rundir_open.h"
 #include "core/shunt_transport.h"
 #include "shm_internal.h"
 
@@ -20,6 +22,18 @@
 int shm_path(char *buf, size_t len, const char *key, const char *suffix)
 {
 	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, "%s%s", key, suffix);
+}
+
+void *shm_map_once(struct shunt_map_once *m, const char *name, size_t len)
+{
+	int mine;
+	void *p = shunt_map_once(m, &mine);
+	if (p || !mine)
+		return p;
+	char path[SHUNT_PATH_MAX];
+	return shunt_map_once_done(m, shm_path(path, sizeof path, name, "")
+					      ? MAP_FAILED
+					      : shunt_rundir_map(path, len, shunt_rundir_group(NULL)));
 }
 
 

@@ -8,6 +8,7 @@
 
 #include "core/shunt_conn.h"
 #include "core/shunt_rundir.h"
+#include "core/shunt_rundir_open.h"
 #include "shm_proto.h"
 
 /* One connection end's hold on its slot of ring memory (shm_arena.c). */
@@ -99,6 +100,10 @@ enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 
 /* <rundir>/o/<key><suffix> into buf: 0, or -1 when it does not fit. */
 int shm_path(char *buf, size_t len, const char *key, const char *suffix);
+/* <rundir>/o/<name>, len bytes shared by every process of the rundir,
+ * mapped once per process (made and reserved by the first): NULL when it
+ * cannot be (then, or while another thread maps it). */
+void *shm_map_once(struct shunt_map_once *m, const char *name, size_t len);
 /* A connection end on slot (which it takes over), with rings of ring bytes
  * (the size this end chose or checked, never re-read from the header), or
  * NULL. */

@@ -58,17 +58,7 @@ static struct shunt_map_once names_once;
 
 static struct names_head *names_map(void)
 {
-	int mine;
-	struct names_head *t = shunt_map_once(&names_once, &mine);
-	if (t || !mine)
-		return t;
-	char path[SHUNT_PATH_MAX];
-	return shunt_map_once_done(
-		&names_once,
-		shm_path(path, sizeof path, NAMES_FILE, "")
-			? MAP_FAILED
-			: shunt_rundir_map(path, (NAMES_ENTRIES + 1) * sizeof(struct name_entry),
-					   shunt_rundir_group(NULL)));
+	return shm_map_once(&names_once, NAMES_FILE, (NAMES_ENTRIES + 1) * sizeof(struct name_entry));
 }
 
 static struct name_entry *names_get(void)

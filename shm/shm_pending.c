@@ -63,24 +63,9 @@ __attribute__((constructor)) static void pend_lock_register(void)
 	shunt_fork_bytelock(&pend_lock, SHUNT_RANK_SHM_PENDING, __FILE__ ":pend_lock");
 }
 
-static int pend_path(char *buf, size_t len)
-{
-	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, PEND_NAME);
-}
-
 static struct pend_bucket *pend_get(void)
 {
-	int mine;
-	struct pend_bucket *p = shunt_map_once(&pend_once, &mine);
-	if (p || !mine)
-		return p;
-	char path[SHUNT_PATH_MAX];
-	return shunt_map_once_done(&pend_once,
-				   pend_path(path, sizeof path)
-					   ? MAP_FAILED
-					   : shunt_rundir_map(path,
-							      PEND_BUCKETS * sizeof(struct pend_bucket),
-							      shunt_rundir_group(NULL)));
+	return shm_map_once(&pend_once, PEND_NAME, PEND_BUCKETS * sizeof(struct pend_bucket));
 }
 
 int shm_pending_bucket(const uint8_t addr[16], uint16_t port)
@@ -128,7 +113,7 @@ static int own_fd(void)
 	memset(pend_count, 0, sizeof pend_count);
 	pend_fd = -1;
 	char path[SHUNT_PATH_MAX];
-	if (pend_path(path, sizeof path))
+	if (shm_path(path, sizeof path, PEND_NAME, ""))
 		return -1;
 	int fd = shunt_rundir_open(path, O_RDWR, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 	if (fd < 0)

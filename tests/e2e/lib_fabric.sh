@@ -149,36 +149,6 @@ hold_start() {
 	die "no pids for hold_echo"
 }
 
-# hold_cmd S|C CMD LAST_RE [SECONDS=60]: sends CMD to the server or the
-# client and reads its answer up to the line matching LAST_RE (ERE); the
-# lines are in HOLD_OUT.  Fails if the program exits or stays silent.
-hold_cmd() {
-	local who=$1 cmd=$2 last=$3 secs=${4:-60} in=5 out=6 pid=$HOLD_C name=client line t0=$SECONDS
-	[[ $who == S ]] && in=3 out=4 pid=$HOLD_S name=server
-	echo "$cmd" >&"$in"
-	echo "> $cmd" >>"$PDIR/$name.out"
-	HOLD_OUT=
-	while :; do
-		if read -r -t 1 -u "$out" line; then
-			echo "$line" >>"$PDIR/$name.out"
-			HOLD_OUT+="$line"$'\n'
-			[[ $line =~ $last ]] && return 0
-			continue
-		fi
-		kill -0 "$pid" 2>/dev/null || die "hold_echo $name exited during '$cmd': $(tail -n 3 "$PDIR/$name.err")"
-		((SECONDS - t0 < secs)) || die "hold_echo $name: no '$last' after '$cmd' in ${secs}s"
-	done
-}
-
-# hold_end: EOF to both; each closes its connections and exits 0.
-hold_end() {
-	exec 5>&-
-	wait_exit "$HOLD_C" 30 || die "hold_echo client failed: $(tail -n 3 "$PDIR/client.err")"
-	exec 3>&-
-	wait_exit "$HOLD_S" 30 || die "hold_echo server failed: $(tail -n 3 "$PDIR/server.err")"
-	exec 4>&- 6>&-
-}
-
 # hold_conn_line PORT: the client's decision line for its connection from
 # local port PORT ("transport=X reason=Y").
 hold_conn_line() {

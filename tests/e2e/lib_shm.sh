@@ -83,3 +83,41 @@ assert_rundir_clean() {
 	done
 	[[ -z "$left" ]] || soft_fail "left in the rundir after every process exited ($PHASE): $(echo "$left" | tr '\n' ' ')"
 }
+
+# ---- hold_echo (tests/progs), driven by commands; each script has its own
+# hold_start (where the two programs run).
+
+# hold_cmd S|C CMD LAST_RE [SECONDS=60]: CMD to a hold_echo server or client
+# started by a hold_start (fds 3/4: server in/out, 5/6: client in/out;
+# HOLD_S, HOLD_C), its answer read up to the line matching LAST_RE (ERE; the
+# lines in HOLD_OUT).  Fails if the program exits; the bound only turns a
+# hang into a failure.
+hold_cmd() {
+	local who=$1 cmd=$2 last=$3 secs=${4:-60} in=5 out=6 pid=$HOLD_C name=client line part='' t0=$SECONDS
+	[[ $who == S ]] && in=3 out=4 pid=$HOLD_S name=server
+	echo "$cmd" >&"$in"
+	echo "> $cmd" >>"$PDIR/$name.out"
+	HOLD_OUT=
+	while :; do
+		if read -r -t 1 -u "$out" line; then
+			line=$part$line part=
+			echo "$line" >>"$PDIR/$name.out"
+			HOLD_OUT+="$line"$'\n'
+			[[ $line =~ $last ]] && return 0
+			continue
+		fi
+		# A read that times out mid-line keeps what it read.
+		part+=$line
+		kill -0 "$pid" 2>/dev/null || die "hold_echo $name exited during '$cmd': $(tail -n 3 "$PDIR/$name.err")"
+		((SECONDS - t0 < secs)) || die "hold_echo $name: no '$last' after '$cmd' in ${secs}s"
+	done
+}
+
+# hold_end: EOF to both; each closes its connections and exits 0.
+hold_end() {
+	exec 5>&-
+	wait_exit "$HOLD_C" 30 || die "hold_echo client failed: $(tail -n 3 "$PDIR/client.err")"
+	exec 3>&-
+	wait_exit "$HOLD_S" 30 || die "hold_echo server failed: $(tail -n 3 "$PDIR/server.err")"
+	exec 4>&- 6>&-
+}
