@@ -217,16 +217,20 @@ void shm_share_path(const char *path)
 /* Hold the slot the offer for t (named key) names, if there is a valid one
  * from a user we trust: 0; -2 when there is no offer for it; -1 with *why
  * when there is one that cannot be taken.  *link: 1 when it was named by a
- * symlink in o/ (the taker removes it), 0 in the table (taken with it). */
+ * symlink in o/ (the taker removes it), 0 in the table (taken with it).
+ * A symlink is looked for only while the table counts one, or when last
+ * (a client of a build from before the table names its offers only so,
+ * uncounted: it is then declined at once, by its header's version, rather
+ * than left waiting for its offer's deadline). */
 static int open_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
-		      enum shunt_reason *why, int *link)
+		      enum shunt_reason *why, int *link, int last)
 {
 	char path[SHUNT_PATH_MAX], target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
 	*link = 0;
 	if (shm_names_take(t, target, sizeof target))
 		return shm_arena_attach(target, s, why);
-	if (!shm_names_links())
+	if (!last && !shm_names_links())
 		return -2; /* nobody named an offer by a symlink */
 	if (shm_path(path, sizeof path, key, ""))
 		return -1;
@@ -281,12 +285,12 @@ static int find_offer(const struct shunt_tuple *t, const char *key, struct shm_s
 	uint64_t deadline = 0;
 	for (;;) {
 		uint32_t seq = shm_pending_seq(b);
-		int r = open_offer(t, key, s, why, link);
+		int r = open_offer(t, key, s, why, link, 0);
 		if (r != -2)
 			return r;
 		if (!shm_pending_held(b))
 			/* Named before the announcement ended, if at all. */
-			return open_offer(t, key, s, why, link) == 0 ? 0 : -1;
+			return open_offer(t, key, s, why, link, 1) == 0 ? 0 : -1;
 		uint64_t now = shunt_now_ms();
 		if (!deadline) {
 			deadline = now + shunt_config()->offer_timeout_ms;
