@@ -157,18 +157,27 @@ __attribute__((constructor)) static void shunt_ctor(void)
 		shunt_spill_inherit(spill);
 }
 
+static void transports_fork(int phase)
+{
+	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
+		if ((*t)->fork)
+			(*t)->fork(phase);
+}
+
 void shunt_before_fork(void)
 {
 	/* Both processes will hold every connection: transports keep what
 	 * the other may still need (wake socket names), or leave first. */
 	if (shunt_any_accel())
 		shunt_conn_before_fork();
+	transports_fork(SHUNT_FORK_PREPARE);
 }
 
 void shunt_after_fork_parent(void)
 {
 	if (shunt_any_accel())
 		shunt_conn_after_fork_parent();
+	transports_fork(SHUNT_FORK_PARENT);
 }
 
 void shunt_after_fork_child(void)
@@ -177,6 +186,7 @@ void shunt_after_fork_child(void)
 	shunt_conn_after_fork_child();
 	shunt_listen_after_fork_child();
 	shunt_fd_borrowed_after_fork();
+	transports_fork(SHUNT_FORK_CHILD);
 }
 
 /* exit() (not _exit, not a fatal signal, which skip it as they skip stdio

@@ -11,6 +11,7 @@
 #include "shunt_log.h"
 #include "shunt_real.h"
 #include "shunt_rundir.h"
+#include "shunt_transport.h"
 
 void shunt_listen_register(int fd, struct shunt_fd *e)
 {
@@ -105,6 +106,15 @@ static void open_marks(int fd, struct shunt_fd *e, void *arg)
 	nmarks += shunt_registry_open_marks(rd, &l->reg, marks + nmarks, SETID_MARKS - nmarks);
 }
 
+static int transports_setid(int phase)
+{
+	int any = 0;
+	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
+		if ((*t)->setid)
+			any |= (*t)->setid(phase);
+	return any;
+}
+
 void shunt_listen_before_setid(void)
 {
 	const char *rd = shunt_rundir();
@@ -113,6 +123,8 @@ void shunt_listen_before_setid(void)
 	if (rd) {
 		SHUNT_GUARD_ENTER();
 		shunt_fd_foreach(SHUNT_FD_LISTEN, open_marks, (void *)rd);
+		if (nmarks)
+			transports_setid(SHUNT_SETID_BEFORE);
 		SHUNT_GUARD_LEAVE();
 	}
 }
@@ -127,11 +139,18 @@ void shunt_listen_after_setid(int changed)
 	if (changed && nmarks && rd &&
 	    shunt_rundir_path(dir, sizeof dir, rd, SHUNT_ROOM_OFFER, NULL) == 0 &&
 	    faccessat(AT_FDCWD, dir, R_OK | W_OK | X_OK, AT_EACCESS) < 0) {
+		int local = transports_setid(SHUNT_SETID_LOST);
 		for (int i = 0; i < nmarks; i++)
-			shunt_registry_mark_refusing(marks[i]);
-		SHUNT_INFO("credentials changed: %s is out of reach, clients of this process's "
-			   "listeners stay on TCP (server-cred)",
-			   dir);
+			shunt_registry_mark(marks[i], local ? SHUNT_REG_LOCAL : SHUNT_REG_REFUSES);
+		if (local)
+			SHUNT_INFO("credentials changed: %s is out of reach; offers from this host "
+				   "are opened by the process that registered the listeners, clients "
+				   "on other hosts stay on TCP",
+				   dir);
+		else
+			SHUNT_INFO("credentials changed: %s is out of reach, clients of this "
+				   "process's listeners stay on TCP (server-cred)",
+				   dir);
 	}
 	for (int i = 0; i < nmarks; i++)
 		REAL(close)(marks[i]);

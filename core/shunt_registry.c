@@ -196,6 +196,12 @@ void shunt_registry_remove(const char *rundir, struct shunt_registration *l)
 	l->nlocks = 0;
 }
 
+/* The entry's size is its mark (shunt_registry_mark). */
+static int mark_of(off_t size)
+{
+	return size == 0 ? SHUNT_REG_LIVE : size == 2 ? SHUNT_REG_LOCAL : SHUNT_REG_REFUSES;
+}
+
 static int live(const char *rundir, const char *name, unsigned *uid)
 {
 	char path[SHUNT_PATH_MAX];
@@ -215,9 +221,7 @@ static int live(const char *rundir, const char *name, unsigned *uid)
 		unlink(path);
 		ok = SHUNT_REG_NONE;
 	} else {
-		ok = errno != EWOULDBLOCK ? SHUNT_REG_NONE
-		     : st.st_size > 0 ? SHUNT_REG_REFUSES
-					: SHUNT_REG_LIVE;
+		ok = errno != EWOULDBLOCK ? SHUNT_REG_NONE : mark_of(st.st_size);
 	}
 	REAL(close)(fd);
 	return ok;
@@ -233,7 +237,7 @@ static struct {
 	uint16_t port;
 	int fd;
 	pid_t pid;
-	int refuses;  /* the mark, as last read */
+	int mark;     /* SHUNT_REG_*, as last read */
 	uint64_t gen; /* the registry's generation then (+1; 0: not read) */
 } reg_cache[REG_CACHE];
 static unsigned reg_next;
@@ -257,10 +261,12 @@ static int cached_live(const uint8_t a[16], uint16_t port)
 			uint64_t *gm = shunt_map_once_peek(&gen_once);
 			uint64_t g = gm ? __atomic_load_n(gm, __ATOMIC_ACQUIRE) + 1 : 0;
 			if (!g || g != reg_cache[i].gen) {
-				reg_cache[i].refuses = fstat(reg_cache[i].fd, &st) == 0 && st.st_size > 0;
+				reg_cache[i].mark = fstat(reg_cache[i].fd, &st) == 0
+							    ? mark_of(st.st_size)
+							    : SHUNT_REG_REFUSES;
 				reg_cache[i].gen = g;
 			}
-			found = reg_cache[i].refuses ? SHUNT_REG_REFUSES : SHUNT_REG_LIVE;
+			found = reg_cache[i].mark;
 		} else {
 			if (reg_cache[i].pid == shunt_pid())
 				shunt_fd_release(reg_cache[i].fd);
@@ -413,12 +419,17 @@ int shunt_registry_open_marks(const char *rundir, const struct shunt_registratio
 	return n;
 }
 
-void shunt_registry_mark_refusing(int fd)
+void shunt_registry_mark(int fd, int what)
 {
-	/* A size of one byte is the mark: live() sees it with the fstat it
-	 * makes anyway; clients that cached the entry read it again once the
-	 * generation moved. */
-	if (ftruncate(fd, 1) < 0)
+	/* The size is the mark (one byte refusing, two local): live() sees it
+	 * with the fstat it makes anyway; clients that cached the entry read
+	 * it again once the generation moved.  Of processes sharing an entry,
+	 * one that cannot take offers at all decides for all. */
+	struct stat st;
+	off_t size = what == SHUNT_REG_LOCAL ? 2 : 1;
+	if (size == 2 && (fstat(fd, &st) < 0 || st.st_size != 0))
+		return;
+	if (ftruncate(fd, size) < 0)
 		return;
 	uint64_t *g = shunt_map_once_peek(&gen_once);
 	if (g)

@@ -44,6 +44,10 @@ enum {
 	SHUNT_REG_REFUSES = 2, /* a live one, some process of which changed
 				  its credentials and can no longer open
 				  offers in the rundir: offer none */
+	SHUNT_REG_LOCAL = 3,   /* a live one whose processes that changed
+				  their credentials take offers from this
+				  host only (through a privileged process
+				  that opens them): shm yes, the agent no */
 };
 
 /* SHUNT_REG_* for dst. */
@@ -57,9 +61,10 @@ int shunt_registry_lookup_uid(const char *rundir, const struct sockaddr *dst, un
  * them.  Returns how many. */
 int shunt_registry_open_marks(const char *rundir, const struct shunt_registration *l, int *fds,
 			      int max);
-/* Mark an entry (through such a description): SHUNT_REG_REFUSES from now
- * on, for as long as the entry lives. */
-void shunt_registry_mark_refusing(int fd);
+/* Mark an entry (through such a description): SHUNT_REG_REFUSES or
+ * SHUNT_REG_LOCAL from now on, for as long as the entry lives; a refusing
+ * mark is never taken back to a local one. */
+void shunt_registry_mark(int fd, int what);
 
 /* Inode of this process's network namespace (0 if unknown). */
 unsigned long shunt_netns(void);

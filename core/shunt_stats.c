@@ -159,6 +159,11 @@ static struct shunt_stats_file *mine(void)
 	return f != MAP_FAILED ? f : NULL;
 }
 
+void shunt_stats_prepare(void)
+{
+	(void)mine();
+}
+
 static void put_addr(const struct sockaddr *sa, uint8_t a[16], uint16_t *port)
 {
 	if (sa)

@@ -100,6 +100,9 @@ void shunt_stats_demoted(struct shunt_stat_slot *s, int reason);
 void shunt_stats_after_fork_child(void);
 /* At exit, with log=info: one line with what this program image did. */
 void shunt_stats_summary(void);
+/* Make this process's file now (before a set*id call that may take the
+ * rundir out of reach: the file, once open, stays writable). */
+void shunt_stats_prepare(void);
 /* A connection inherited from the parent: a slot in this process's file with
  * the same identity and counters from zero (the parent keeps its slot). */
 struct shunt_stat_slot *shunt_stats_inherit(struct shunt_stat_slot *parent);

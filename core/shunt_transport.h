@@ -39,7 +39,19 @@ struct shunt_transport_ops {
 	/* exit(): say goodbye to what is still open, remove this process's
 	 * names (NULL: nothing to do).  Not run at _exit() or a fatal signal. */
 	void (*at_exit)(void);
+	/* Around fork() (SHUNT_FORK_*), in the forking thread (NULL: nothing
+	 * to do). */
+	void (*fork)(int phase);
+	/* Around a set*id call of a process that listens: SHUNT_SETID_BEFORE,
+	 * while it still has its privileges, opens what it will need; after
+	 * a call that took the rundir's offers out of reach, SHUNT_SETID_LOST
+	 * returns 1 if offers from this host can still be taken some other
+	 * way, 0 if not (NULL: nothing to open, nothing taken). */
+	int (*setid)(int phase);
 };
+
+enum { SHUNT_FORK_PREPARE, SHUNT_FORK_PARENT, SHUNT_FORK_CHILD };
+enum { SHUNT_SETID_BEFORE, SHUNT_SETID_LOST };
 
 /* The transports, each defined by its own library. */
 extern const struct shunt_transport_ops shunt_transport_shm;

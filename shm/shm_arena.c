@@ -172,7 +172,7 @@ static int tag_lock(int fd, uint32_t tag)
 	return slot_lock(fd, SHM_TAG_BASE + tag, F_RDLCK, F_OFD_SETLK);
 }
 
-static int open_arena(const char *name)
+int shm_arena_open(const char *name)
 {
 	char path[SHUNT_PATH_MAX];
 	if (arena_path(path, sizeof path, name))
@@ -187,7 +187,7 @@ static int lock_fd(struct shm_arena *a)
 	if (a->lfd >= 0 && a->lfd_pid == me)
 		return a->lfd;
 	/* Inherited from a parent: its locks, not ours. */
-	int fd = open_arena(a->name);
+	int fd = shm_arena_open(a->name);
 	if (fd < 0)
 		return -1;
 	if (tag_lock(fd, my_tag()) < 0) {
@@ -379,7 +379,7 @@ static void unmap_idle_beyond(unsigned keep)
 		publish_rings();
 }
 
-int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *why)
+int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shunt_reason *why)
 {
 	char name[48];
 	unsigned k;
@@ -421,12 +421,16 @@ int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *
 	}
 	pthread_mutex_unlock(&arena_mu);
 	*why = SHUNT_R_NO_PEER_SHIM;
-	int fd = open_arena(name);
+	/* A process that dropped privileges gets the file from its broker,
+	 * which checked its owner as this process would have before. */
+	int brokered = shm_broker_active();
+	int fd = brokered ? shm_broker_open(target, sock, why) : shm_arena_open(name);
 	if (fd < 0)
 		return -1;
 	struct stat st;
 	*why = SHUNT_R_PEER_CRED;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !shm_offer_uid_ok(st.st_uid, st.st_gid))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (!brokered && !shm_offer_uid_ok(st.st_uid, st.st_gid)))
 		goto fail;
 	*why = SHUNT_R_BAD_OFFER;
 	if ((ino && (uint64_t)st.st_ino != ino) || (uint64_t)st.st_size < off + slot_size ||
@@ -536,7 +540,7 @@ int shm_arena_fork(struct shm_slot *s)
 	pthread_mutex_unlock(&arena_mu);
 	if (!s->arena)
 		return 0; /* its own description already (own_fd): shared as is */
-	int fd = open_arena(name);
+	int fd = shm_arena_open(name);
 	if (fd < 0)
 		return -1;
 	if (slot_lock(fd, (uint64_t)s->slot * s->len, F_RDLCK, F_OFD_SETLK) < 0) {

@@ -34,8 +34,26 @@ struct shm_slot {
  * ("<arena>:<slot>:<ring>") is what the offer names.  -1 if none can be had. */
 int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen);
 /* Server: hold the slot an offer's target names, mapped; its file checked
- * (owner, size).  -1 with *why when it cannot be. */
-int shm_arena_attach(const char *target, struct shm_slot *s, enum shunt_reason *why);
+ * (owner, size).  sock: the accepted connection (-1: none), which a process
+ * that dropped privileges shows its broker.  -1 with *why when it cannot be. */
+int shm_arena_attach(const char *target, int sock, struct shm_slot *s,
+		     enum shunt_reason *why);
+/* The arena file name in the rundir, opened read-write (no checks). */
+int shm_arena_open(const char *name);
+
+/* ---- shm_broker.c: arenas for processes that dropped privileges --------- */
+
+/* listen() ran in this process: a root one starts a broker at its first
+ * fork. */
+void shm_broker_listened(void);
+/* The transport's fork and setid ops (core/shunt_transport.h). */
+void shm_broker_fork(int phase);
+int shm_broker_setid(int phase);
+/* 1 when this process lost the rundir and opens offers through a broker. */
+int shm_broker_active(void);
+/* The arena target names, for the accepted connection on sock, from the
+ * broker: an fd (checked there: owner, 4-tuple), or -1 with *why. */
+int shm_broker_open(const char *target, int sock, enum shunt_reason *why);
 /* Let go of a slot (last: the lock, after which it may be reused). */
 void shm_arena_release(struct shm_slot *s);
 /* 1 when another end holds the slot's lock (the peer lives, in whatever
@@ -144,6 +162,9 @@ int shm_pending_bucket(const uint8_t addr[16], uint16_t port);
 /* Client, before connect(): announce an offer to dst.  Its bucket, or -1
  * when none can be announced (then the 4-tuple must be known first). */
 int shm_pending_begin(const struct sockaddr *dst);
+/* Map the page and open this process's description of it now (before a
+ * set*id call that may take the rundir out of reach). */
+void shm_pending_prepare(void);
 /* The offer announced in bucket b is named, or will never be: wake the
  * accept()s waiting for it.  Nothing for b < 0. */
 void shm_pending_end(int b);

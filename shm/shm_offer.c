@@ -47,6 +47,7 @@ static void shm_on_listen(int fd)
 {
 	(void)fd;
 	shm_sweep();
+	shm_broker_listened();
 }
 
 /* exit(): names only; peers keep what they mapped or were sending to. */
@@ -222,14 +223,14 @@ void shm_share_path(const char *path)
  * (a client of a build from before the table names its offers only so,
  * uncounted: it is then declined at once, by its header's version, rather
  * than left waiting for its offer's deadline). */
-static int open_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
-		      enum shunt_reason *why, int *link, int last)
+static int open_offer(const struct shunt_tuple *t, const char *key, int sock,
+		      struct shm_slot *s, enum shunt_reason *why, int *link, int last)
 {
 	char path[SHUNT_PATH_MAX], target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
 	*link = 0;
 	if (shm_names_take(t, target, sizeof target))
-		return shm_arena_attach(target, s, why);
+		return shm_arena_attach(target, sock, s, why);
 	if (!last && !shm_names_links())
 		return -2; /* nobody named an offer by a symlink */
 	if (shm_path(path, sizeof path, key, ""))
@@ -244,7 +245,7 @@ static int open_offer(const struct shunt_tuple *t, const char *key, struct shm_s
 		return -1;
 	}
 	target[n] = 0;
-	return shm_arena_attach(target, s, why);
+	return shm_arena_attach(target, sock, s, why);
 }
 
 /* How long an accept() watches an announced offer before it sleeps. */
@@ -278,19 +279,19 @@ static int pending_spin(int b, uint32_t seq)
  * connect() has returned, or is about to: a matter of microseconds, unless
  * it was preempted; offer_timeout_ms at most, as the client waits for our
  * answer no longer). */
-static int find_offer(const struct shunt_tuple *t, const char *key, struct shm_slot *s,
-		      enum shunt_reason *why, int *link)
+static int find_offer(const struct shunt_tuple *t, const char *key, int sock,
+		      struct shm_slot *s, enum shunt_reason *why, int *link)
 {
 	int b = shm_pending_bucket(t->saddr, t->sport);
 	uint64_t deadline = 0;
 	for (;;) {
 		uint32_t seq = shm_pending_seq(b);
-		int r = open_offer(t, key, s, why, link, 0);
+		int r = open_offer(t, key, sock, s, why, link, 0);
 		if (r != -2)
 			return r;
 		if (!shm_pending_held(b))
 			/* Named before the announcement ended, if at all. */
-			return open_offer(t, key, s, why, link, 1) == 0 ? 0 : -1;
+			return open_offer(t, key, sock, s, why, link, 1) == 0 ? 0 : -1;
 		uint64_t now = shunt_now_ms();
 		if (!deadline) {
 			deadline = now + shunt_config()->offer_timeout_ms;
@@ -336,7 +337,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (shm_path(path, sizeof path, key, ""))
 		goto out;
 	int link;
-	if (find_offer(&t, key, &slot, &why, &link) < 0)
+	if (find_offer(&t, key, fd, &slot, &why, &link) < 0)
 		goto out;
 	if (!link)
 		path[0] = 0; /* taken from the table: no name to remove */
@@ -428,7 +429,7 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	SHUNT_GUARD_ENTER();
 	shunt_tuple_key(&t, key, sizeof key);
 	int link;
-	if (find_offer(&t, key, &slot, &why, &link) == 0) {
+	if (find_offer(&t, key, fd, &slot, &why, &link) == 0) {
 		struct shm_hdr *h = slot.hdr;
 		uint64_t ring;
 		if (shm_hdr_check(h, slot.len, &t, &ring) == 0) {
@@ -457,4 +458,6 @@ const struct shunt_transport_ops shunt_transport_shm = {
 	.accept = shm_accept,
 	.decline = shm_decline,
 	.at_exit = shm_at_exit,
+	.fork = shm_broker_fork,
+	.setid = shm_broker_setid,
 };

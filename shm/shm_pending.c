@@ -123,6 +123,14 @@ static int own_fd(void)
 	return pend_fd;
 }
 
+void shm_pending_prepare(void)
+{
+	if (!pend_get() || !take())
+		return;
+	(void)own_fd();
+	give();
+}
+
 int shm_pending_begin(const struct sockaddr *dst)
 {
 	uint8_t a[16];

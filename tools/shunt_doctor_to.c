@@ -155,12 +155,17 @@ static void ask_shm(struct doctor *d, const struct dest *t, struct answer *a)
 	int by_group = d->group_on && gid == (unsigned)d->group_gid;
 	char who[256] = "", refusers[128] = "";
 	size_t w = 0, rw = 0;
-	int dropped = 0;
+	int dropped = 0, via_broker = 0;
 	for (int i = 0; i < p.nholders && w < sizeof(who); i++) {
 		w += (size_t)snprintf(who + w, sizeof(who) - w, "%s%ld/%s uid %ld", i ? ", " : "",
 				      p.holders[i], p.progs[i], p.euids[i]);
 		dropped |= p.euids[i] >= 0 && p.euids[i] != (long)p.uid;
-		if (p.euids[i] != (long)d->euid && !by_group && rw < sizeof(refusers))
+		/* A local mark: holders that dropped privileges have their
+		 * offers opened by the process that registered (uid p.uid). */
+		int brokered = p.local && p.uid == d->euid;
+		if (brokered && p.euids[i] != (long)d->euid)
+			via_broker = 1;
+		if (p.euids[i] != (long)d->euid && !by_group && !brokered && rw < sizeof(refusers))
 			rw += (size_t)snprintf(refusers + rw, sizeof(refusers) - rw, "%s%ld",
 					       rw ? ", " : "", p.holders[i]);
 	}
@@ -207,8 +212,15 @@ static void ask_shm(struct doctor *d, const struct dest *t, struct answer *a)
 		a->later = 1;
 		return;
 	}
-	say(a, SHUNT_R_NONE, DOC_TO, "shm: a live shunt listener (%s)%s, trusting our offer (%s)",
-	    who, priv, same ? "the same user" : "shm_group");
+	if (via_broker)
+		say(a, SHUNT_R_NONE, DOC_TO,
+		    "shm: a live shunt listener (%s)%s; its processes that dropped privileges open "
+		    "our offer through the broker of the process that registered it (marked local: "
+		    "clients on other hosts stay on TCP)",
+		    who, priv);
+	else
+		say(a, SHUNT_R_NONE, DOC_TO, "shm: a live shunt listener (%s)%s, trusting our offer (%s)",
+		    who, priv, same ? "the same user" : "shm_group");
 }
 
 /* ---- fabric ------------------------------------------------------------------ */

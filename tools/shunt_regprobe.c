@@ -103,9 +103,10 @@ int regprobe_entry(int dirfd, const char *name, struct regprobe *p)
 	} else {
 		p->live = errno == EWOULDBLOCK;
 	}
-	/* The mark is the entry's size (shunt_registry_mark_refusing()), read
-	 * as the library's lookup reads it. */
-	p->refuses = p->live && st.st_size > 0;
+	/* The mark is the entry's size (shunt_registry_mark()), read as the
+	 * library's lookup reads it: one byte refusing, two local. */
+	p->refuses = p->live && st.st_size > 0 && st.st_size != 2;
+	p->local = p->live && st.st_size == 2;
 	close(fd);
 	p->nholders = p->live ? lock_holders(st.st_dev, st.st_ino, p->holders, REGPROBE_HOLDERS) : 0;
 	for (int i = 0; i < p->nholders; i++) {

@@ -25,6 +25,8 @@ struct regprobe {
 	int live;
 	int refuses;           /* live, and marked by a holder that dropped its
 				  privileges: clients make no offer (server-cred) */
+	int local;             /* live, and its holders that dropped privileges
+				  take offers through a privileged process */
 	int nholders;          /* processes of our PID namespace holding it */
 	long holders[REGPROBE_HOLDERS];
 	char progs[REGPROBE_HOLDERS][32];

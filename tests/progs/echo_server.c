@@ -4,8 +4,10 @@
  *   echo_server [--host 127.0.0.1] [--port 0] [--port-file F] [--conns K]
  *               [--wait thread|poll|ppoll|select|pselect|epoll|epoll-et|
  *                       epoll-oneshot|epoll-pwait|epoll-pwait2]
- *               [--send API] [--recv API]
+ *               [--send API] [--recv API] [--user NAME]
  *
+ * --user: once listening, become that user (initgroups, setgid, setuid), as
+ * a server that drops privileges itself does.
  * It writes the bound port to F (atomically) once listening, serves until K
  * connections have finished (K=0: until killed), then prints one line per
  * connection, sorted so runs can be diffed:
@@ -17,6 +19,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +35,7 @@ static const char *host = "127.0.0.1";
 static int port = 0;
 static const char *port_file;
 static int want_conns = 0;
+static const char *user;
 static int wait_mode = -1;   /* thread per connection */
 static int send_api = API_MIX, recv_api = API_MIX;
 
@@ -279,7 +284,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "host", 1, 0, 'h' }, { "port", 1, 0, 'p' }, { "port-file", 1, 0, 'f' },
 		{ "conns", 1, 0, 'c' }, { "wait", 1, 0, 'w' }, { "send", 1, 0, 'S' },
-		{ "recv", 1, 0, 'R' }, { 0, 0, 0, 0 },
+		{ "recv", 1, 0, 'R' }, { "user", 1, 0, 'u' }, { 0, 0, 0, 0 },
 	};
 	int o;
 	prog_name = "echo_server";
@@ -288,6 +293,7 @@ int main(int argc, char **argv)
 		case 'h': host = optarg; break;
 		case 'p': port = atoi(optarg); break;
 		case 'f': port_file = optarg; break;
+		case 'u': user = optarg; break;
 		case 'c': want_conns = atoi(optarg); break;
 		case 'w':
 			if (strcmp(optarg, "thread") == 0)
@@ -305,13 +311,19 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: echo_server [--host H] [--port P] [--port-file F] "
-					"[--conns K] [--wait MODE] [--send API] [--recv API]\n");
+					"[--conns K] [--wait MODE] [--send API] [--recv API] [--user NAME]\n");
 			return 2;
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
 	int bound;
 	int lfd = tcp_listen(host, port, 128, &bound);
+	if (user) {
+		struct passwd *pw = getpwnam(user);
+		if (!pw || initgroups(user, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+		    setuid(pw->pw_uid) < 0)
+			fail("cannot become %s: %s", user, strerror(errno));
+	}
 	write_port_file(bound);
 	if (wait_mode < 0)
 		run_threads(lfd);

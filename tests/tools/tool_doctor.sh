@@ -20,9 +20,12 @@
 #   privdrop    --to nginx (master root, worker nobody) on a group rundir:
 #               the users it accepts as now, trusted by shm_group (a client
 #               gets shm), peer-cred without it
-#   refusing    --to the same nginx on root's private rundir: its worker
-#               marked the entry, FAIL to-server-cred, kernel server-cred
-#               (and a client gets that)
+#   broker      --to the same nginx on root's private rundir: its worker
+#               marked the entry local, shm through the master's broker (and
+#               a client gets shm)
+#   refusing    --to a server that dropped privileges itself (echo_server
+#               --user nobody): it marked the entry refusing, FAIL
+#               to-server-cred, kernel server-cred (and a client gets that)
 #   remote      --to a server in another network namespace (198.18.0.0/15),
 #               without and with a shuntd there: no-agent, no-rdma-route,
 #               fabric, no-peer-shim, a secret the agent does not have; the
@@ -449,12 +452,11 @@ t_privdrop() {
 	note "a server that dropped privileges after listen(): seen, trusted by shm_group (a client gets shm), not without it"
 }
 
-# The same nginx on root's private rundir (no shm_group), as it runs by
-# default: its worker (nobody) cannot open the rundir and marks the entry
-# refusing; the doctor reports server-cred, and a client goes to TCP at once
-# with that reason.
-t_refusing() {
-	doc_phase refusing shunt
+# nginx on root's private rundir: its worker (nobody) cannot open the
+# rundir, marks the entry local, and takes offers through the master's
+# broker; the doctor says shm, and a client gets it.
+t_broker() {
+	doc_phase broker shunt
 	if [[ $(id -u) -ne 0 ]] || ! command -v nginx >/dev/null; then
 		note "SKIP: needs root and nginx"
 		return 0
@@ -469,23 +471,57 @@ t_refusing() {
 	wait_port "$p" "$npid"
 	wait_registered "$p" "$RUNDIR"
 	# Until the worker has dropped privileges and marked the entry (its
-	# size, shunt_registry_mark_refusing()).
+	# size, shunt_registry_mark()).
 	for ((i = 0; i < 300; i++)); do
 		[[ -n $(find "$RUNDIR/l" -name "*-$p" -size +0c) ]] && break
 		sleep 0.05
 	done
-	doctor refusing --config "$DCONF" --connections 1 --to "127.0.0.1:$p"
-	expect_rc 1
-	has FAIL to-server-cred "registered by uid 0, marked refusing"
-	has FAIL to-server-cred "/nginx uid $(id -u nobody)"
-	to_is kernel server-cred
+	doctor broker --config "$DCONF" --connections 1 --to "127.0.0.1:$p"
+	expect_rc 0
+	has OK to "through the broker of the process that registered it"
+	has OK to "/nginx uid $(id -u nobody)"
+	to_is shm -
 	no_conns 127.0.0.1 "$p"
 	assert_log_lacks ' role=server '
 	# What the doctor said is what a client gets.
 	curl_204 "$p"
 	stop "$npid"
-	assert_log_count "$(conn_re curl client kernel server-cred)" 1
-	note "a server that dropped privileges and cannot open the rundir: FAIL to-server-cred, kernel server-cred (and a client gets it)"
+	assert_log_count "$(conn_re curl client shm -)" 1
+	assert_log_count "$(conn_re nginx server shm -)" 1
+	note "nginx's workers as nobody on root's rundir: OK shm through the broker (and a client gets it)"
+}
+
+# A server that drops privileges itself after listen(), with no root
+# process left: it marks its entry refusing; the doctor reports
+# server-cred, and a client goes to TCP at once.
+t_refusing() {
+	doc_phase refusing shunt
+	if [[ $(id -u) -ne 0 ]]; then
+		note "SKIP: needs root"
+		return 0
+	fi
+	chmod 711 "$TMP"
+	chmod 1777 "$PDIR" "$LOGDIR"
+	chmod 644 "$DCONF"
+	local p spid
+	# The port is written once it dropped them and marked the entry.
+	bg server "$PROGS/echo_server" --port 0 --port-file "$PDIR/port" --conns 1 --user nobody
+	spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	p=$(cat "$PDIR/port")
+	doctor refusing --config "$DCONF" --connections 1 --to "127.0.0.1:$p"
+	expect_rc 1
+	has FAIL to-server-cred "registered by uid 0, marked refusing"
+	has FAIL to-server-cred "/echo_server uid $(id -u nobody)"
+	to_is kernel server-cred
+	no_conns 127.0.0.1 "$p"
+	assert_log_lacks ' role=server '
+	# What the doctor said is what a client gets.
+	runx "$PROGS/echo_client" --port "$p" --conns 1 --bytes 10000 >"$PDIR/client.out" 2>&1 ||
+		die "echo_client failed: $(cat "$PDIR/client.out")"
+	wait_exit "$spid" 20 || die "echo_server failed"
+	assert_log_count "$(conn_re echo_client client kernel server-cred)" 1
+	note "a server that dropped privileges itself and cannot open the rundir: FAIL to-server-cred, kernel server-cred (and a client gets it)"
 }
 
 # agent_metric NS NAME: a counter of the agent on that host's /metrics.
@@ -572,6 +608,7 @@ subtest small t_small
 subtest agent t_agent
 subtest local t_local
 subtest privdrop t_privdrop
+subtest broker t_broker
 subtest refusing t_refusing
 subtest remote t_remote
 finish_subtests
