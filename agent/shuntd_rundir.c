@@ -283,8 +283,9 @@ static int sweep_filed(const char *path, const char *name, void *arg)
 	return 0;
 }
 
-/* o/: wake sockets nobody has bound any more, as shm_sweep.c does in each
- * process.  Ring files are left to the shims' own sweep, which knows their
+/* o/: wake sockets nobody has bound any more (named ones, of connections
+ * between network namespaces: abstract ones leave no file), as
+ * shm_sweep.c does in each process.  Ring files are left to the shims' own sweep, which knows their
  * formats and lifetimes. */
 static int sweep_socket(const char *path, const char *name, void *arg)
 {

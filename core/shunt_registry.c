@@ -23,13 +23,19 @@
 
 unsigned long shunt_netns(void)
 {
+	/* Read once per process: a forked child may unshare its namespace,
+	 * a thread cannot move the process's.  (Two threads reading at once
+	 * read the same.) */
 	static unsigned long ino;
-	if (!ino) {
+	static pid_t at;
+	pid_t me = shunt_pid();
+	if (__atomic_load_n(&at, __ATOMIC_ACQUIRE) != me) {
 		struct stat st;
-		if (stat("/proc/self/ns/net", &st) == 0)
-			ino = (unsigned long)st.st_ino;
+		unsigned long v = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+		__atomic_store_n(&ino, v, __ATOMIC_RELAXED);
+		__atomic_store_n(&at, me, __ATOMIC_RELEASE);
 	}
-	return ino;
+	return __atomic_load_n(&ino, __ATOMIC_RELAXED);
 }
 
 static void entry_name(char *buf, size_t len, const uint8_t a[16], unsigned port)

@@ -65,6 +65,8 @@ struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ri
 	c->slot = *slot;
 	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
+	c->wake_id[0] = c->wake_id[1] = 0;
+	c->wake_abs = 0;
 	c->pending = -1;
 	c->named = 0;
 	c->lk = (struct shm_lock_owner){c->slot.tag, shm_arena_tag_alive, &c->slot};

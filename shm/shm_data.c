@@ -341,9 +341,11 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	 * be bound (out of fds) makes the wait look again every few ms rather
 	 * than sleep with no wakeup. */
 	int nofd = 0;
+	/* Release: a waker that sees us counted in sees the id of the wake
+	 * socket bound just before (shm_wake.c). */
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP)) {
 		int fd = shm_wake_fd(c, SHM_WAKE_RX);
-		__atomic_add_fetch(&c->rx.ctl->reader_fd, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->rx.ctl->reader_fd, 1, __ATOMIC_RELEASE);
 		if (fd >= 0)
 			out[n++] = (struct pollfd){fd, POLLIN, 0};
 		else
@@ -351,7 +353,7 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	}
 	if (events & (POLLOUT | POLLWRNORM)) {
 		int fd = shm_wake_fd(c, SHM_WAKE_TX);
-		__atomic_add_fetch(&c->tx.ctl->writer_fd, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->tx.ctl->writer_fd, 1, __ATOMIC_RELEASE);
 		if (fd >= 0)
 			out[n++] = (struct pollfd){fd, POLLIN, 0};
 		else
@@ -372,9 +374,12 @@ int shm_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 		limit = limit < 0 || limit > 100 ? 100 : limit;
 	if (nofd)
 		limit = limit < 0 || limit > SHM_NOFD_POLL_MS ? SHM_NOFD_POLL_MS : limit;
-	/* A wakeup reaches a wake socket by its name in the rundir, which
-	 * anyone who can write there may unlink (a cleaner, an operator's
-	 * rm -rf): then it is lost, and only looking again ends the sleep. */
+	/* Between network namespaces a wakeup reaches a wake socket by its
+	 * name in the rundir, which anyone who can write there may unlink (a
+	 * cleaner, an operator's rm -rf): then it is lost, and only looking
+	 * again ends the sleep.  (An abstract one has no name to lose; the
+	 * look also bounds a wakeup that went to another process's socket
+	 * after a fork.) */
 	if (limit < 0 || limit > SHUNT_RECHECK_MAX_MS)
 		limit = SHUNT_RECHECK_MAX_MS;
 	if (limit >= 0 && (*timeout_ms < 0 || *timeout_ms > limit))

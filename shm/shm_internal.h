@@ -92,7 +92,11 @@ struct shm_conn {
 	 * [SHM_WAKE_RX] data arrived (or the state moved), [SHM_WAKE_TX]
 	 * space freed.  TX is bound on first need. */
 	int wake[2];
-	struct sockaddr_un peer[2]; /* the peer's, same roles */
+	uint64_t wake_id[2];      /* their ids, when abstract */
+	int wake_abs;             /* both ends' wake sockets are in the abstract
+				     namespace (shm_wake_abstract), else named
+				     in o/; decided once, with the tuple */
+	struct sockaddr_un peer[2]; /* the peer's names, same roles (named) */
 	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
 	struct shm_lock_owner lk; /* how this end takes its ring locks */
@@ -148,8 +152,18 @@ void shm_wake_peer(struct shm_conn *c);
 int shm_wake_sender(void);
 /* Our wake fd for a role, binding it on first use; -1 if it cannot be. */
 int shm_wake_fd(struct shm_conn *c, int role);
-/* The peer's names only (a refusal that wakes a client). */
-int shm_wake_bind_peer(struct shm_conn *c);
+/* The connection's wake sockets are bound in the abstract namespace (1)
+ * or by a name in o/ (0): abstract when its route stays inside one network
+ * namespace (a loopback destination, or the client's own address), which
+ * the other end can then check against the namespaces in the header. */
+int shm_wake_abstract(const struct shunt_tuple *t);
+/* The abstract name "\0" SHM_WAKE_ABSTRACT_PREFIX "<16 hex>" of id into
+ * a; its length. */
+#define SHM_WAKE_ABSTRACT_PREFIX "shunt-w-"
+socklen_t shm_wake_abstract_addr(struct sockaddr_un *a, uint64_t id);
+/* Decide how c's wake sockets are found (shm_wake_abstract(t)) and, when
+ * named, the peer's names (c->key set).  0, or -1 when they do not fit. */
+int shm_wake_bind_peer(struct shm_conn *c, const struct shunt_tuple *t);
 /* Let go of c's wake sockets (kept for later connections when possible). */
 void shm_wake_release(struct shm_conn *c);
 /* At exit: remove the names of the sockets this process keeps. */

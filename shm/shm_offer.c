@@ -70,7 +70,7 @@ static int name_offer(struct shm_conn *c, const struct shunt_tuple *t, const cha
 	char path[SHUNT_PATH_MAX];
 	shunt_tuple_key(t, c->key, sizeof c->key);
 	c->hdr->tuple = *t;
-	if (shm_path(path, sizeof path, c->key, "") || shm_wake_bind_peer(c) < 0)
+	if (shm_path(path, sizeof path, c->key, "") || shm_wake_bind_peer(c, t) < 0)
 		return -1;
 	if (shm_names_put(t, target) == 0) {
 		c->named = 1;
@@ -134,6 +134,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	h->file_size = slot.len;
 	h->pid[SHM_CLIENT] = shunt_pid();
 	h->uid[SHM_CLIENT] = shunt_euid();
+	h->netns[SHM_CLIENT] = shunt_netns();
 	/* The server's CPU is not known until it accepts (a zeroed header
 	 * would say CPU 0). */
 	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, sched_getcpu());
@@ -353,10 +354,21 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		goto refuse;
 	}
 	snprintf(c->key, sizeof c->key, "%s", key);
-	if (shm_wake_bind_peer(c) < 0) {
+	if (shm_wake_bind_peer(c, &t) < 0) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
 	}
+	/* The client binds its wake sockets in the abstract namespace of its
+	 * own network namespace, before we answer: they must be ours too, or
+	 * no wakeup of ours would reach it (a route that looks local and is
+	 * not: a NAT between namespaces).  Unknown (no /proc) is taken on
+	 * trust. */
+	uint64_t cns = __atomic_load_n(&h->netns[SHM_CLIENT], __ATOMIC_RELAXED);
+	if (c->wake_abs && cns && shunt_netns() && cns != shunt_netns()) {
+		why = SHUNT_R_BAD_OFFER;
+		goto refuse;
+	}
+	h->netns[SHM_SERVER] = shunt_netns();
 	/* The client's lock on its slot proves it is alive (in whatever PID
 	 * namespace): an offer left by a dead process, for a 4-tuple now
 	 * reused, must not be taken. */
@@ -403,7 +415,7 @@ refuse:
 		struct shm_conn v = {.wake = {-1, -1}};
 		shm_conn_view(&v, h, SHM_SERVER, 0);
 		snprintf(v.key, sizeof v.key, "%s", key);
-		if (shm_wake_bind_peer(&v) == 0)
+		if (shm_wake_bind_peer(&v, &t) == 0)
 			shm_wake_peer(&v);
 	}
 fail:
@@ -441,7 +453,7 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 			if (link && !shm_path(path, sizeof path, key, ""))
 				shm_names_unlink(path);
 			snprintf(c.key, sizeof c.key, "%s", key);
-			if (shm_wake_bind_peer(&c) == 0)
+			if (shm_wake_bind_peer(&c, &t) == 0)
 				shm_wake_peer(&c);
 		}
 		shm_arena_release(&slot);

@@ -22,7 +22,9 @@
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
-#define SHM_VERSION 3u /* 3: ring locks hold the holder's tag */
+#define SHM_VERSION 4u /* 3: ring locks hold the holder's tag; 4: wake
+				  sockets in the abstract namespace (netns,
+				  wake_id) */
 #define SHM_HDR_SIZE 4096u
 #define SHM_MIN_RING SHUNT_RING_MIN
 #define SHM_MAX_RING SHUNT_RING_MAX
@@ -51,6 +53,16 @@ struct shm_hdr {
 	uint32_t uid[2];
 	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way
 					there; one datagram per sleep is enough */
+	/* [side]: that end's network namespace (inode of /proc/self/ns/net,
+	 * 0 unknown), written by the client before it names the offer, by the
+	 * server before it commits: whether abstract names reach it. */
+	uint64_t netns[2];
+	/* [side][role]: the random id of that end's wake socket in the
+	 * abstract namespace ("\0shunt-w-<16 hex>", shm_wake.c), 0 while it
+	 * has none; written before that end counts itself a waiter (release,
+	 * the waiter count's increment publishes it).  Used only by a
+	 * connection whose wake sockets are abstract (shm_wake_abstract). */
+	uint64_t wake_id[2][2];
 	struct shunt_tuple tuple;
 	/* ring[0]: client -> server; ring[1]: server -> client */
 	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));

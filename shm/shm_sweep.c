@@ -1,7 +1,8 @@
 /* Housekeeping of <rundir>/o: what processes killed without closing leave
  * behind.  Each process sweeps once, boundedly, when it first uses shm.
- *   wake sockets (<key>.c .s .cw .sw): stale when a datagram to them is
- *     refused (nobody has the name bound);
+ *   wake sockets named between network namespaces (<key>.c .s .cw .sw,
+ *     kept ones w-<pid>-<n>; abstract ones leave nothing): stale when a
+ *     datagram to them is refused (nobody has the name bound);
  *   offers (<key>, a symlink naming a slot): a live offer is taken or
  *     withdrawn within offer_timeout_ms (at most 60 s) of its creation;
  *     older ones are dead;

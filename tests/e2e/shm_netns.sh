@@ -6,7 +6,12 @@
 # the other.
 #   plain    both plain: the reference output
 #   shared   both under shunt with ONE rundir: every connection on shm at
-#            both ends, exact byte counts, same output as plain
+#            both ends, exact byte counts, same output as plain; spin_us=0,
+#            so every wait that finds nothing sleeps and is woken from the
+#            other namespace; the server under strace (when there is one)
+#            binds its wake sockets by name in o/ (a name crosses
+#            namespaces, an abstract one does not), none abstract, and
+#            reads wakeup datagrams from them
 #   separate both under shunt, each with its own rundir: they cannot see
 #            each other, so kernel path with no-peer-shim, same output
 # Needs root (ip netns); prints SKIP otherwise.
@@ -61,7 +66,8 @@ bg_ns() {
 	local ns=$1 name=$2
 	shift 2
 	_prefix "$MODE" "$E2E_BG_LIFETIME"
-	ip netns exec "$ns" "${PFX[@]}" "$@" </dev/null >"$PDIR/$name.out" 2>"$PDIR/$name.err" &
+	ip netns exec "$ns" ${TRACE[@]+"${TRACE[@]}"} "${PFX[@]}" "$@" \
+		</dev/null >"$PDIR/$name.out" 2>"$PDIR/$name.err" &
 	BG_PID=$!
 	BG_PIDS+=("$BG_PID")
 }
@@ -93,8 +99,27 @@ run_pair() {
 
 run_pair plain plain "$RUNROOT/plain" "$RUNROOT/plain"
 
+TRACE=()
+command -v strace >/dev/null 2>&1 &&
+	TRACE=(strace -f -qq -e trace=bind,recvfrom -e signal=none -o "$TMP/shared.strace")
+SHUNT_ARGS=(--options spin_us=0)
 run_pair shared shunt "$RUNROOT/shared" "$RUNROOT/shared"
+unset SHUNT_ARGS
+TRACE=()
 check_logs
+if [[ -e $TMP/shared.strace ]]; then
+	named=$(grep -F "sun_path=\"$RUNROOT/shared/o/" "$TMP/shared.strace" |
+		grep -cE '^[0-9]+ +bind\(.*\.sw?"\}, [0-9]+\) = 0$' || true)
+	abstract=$(grep -cF 'sun_path=@"shunt-w-' "$TMP/shared.strace" || true)
+	woke=$(grep -cE 'recvfrom\([0-9]+, "\\0", 64, MSG_DONTWAIT, NULL, NULL\) = 1$' \
+		"$TMP/shared.strace" || true)
+	((named >= CONNS)) || die "the server bound $named wake sockets by name in o/ for $CONNS connections"
+	((abstract == 0)) || die "the server bound $abstract wake sockets in the abstract namespace"
+	((woke >= 1)) || die "the server read no wakeup datagram from the other namespace"
+	note "server: $named wake sockets named in o/, $woke wakeup datagrams read across namespaces"
+else
+	note "no strace: wake sockets and wakeups across namespaces not observed"
+fi
 assert_conns shm echo_client client $CONNS
 assert_conns shm echo_server server $CONNS
 assert_conn_pairs $CONNS

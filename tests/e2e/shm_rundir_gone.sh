@@ -17,6 +17,12 @@
 #     shm, whatever the library can still do there), both ends agreeing;
 #   * the old connections stayed on shm to the end (no move) and closed
 #     with exactly the bytes the client moved.
+# And the wakeups needed no name to begin with: while the server sleeps,
+# o/ holds no socket file, the server's wake sockets are bound in the
+# abstract namespace (@shunt-w-<id> in /proc/net/unix), and after the
+# rundir went, under strace, the server's wait ends with a datagram read
+# from one of them (the peer's wakeup, not the wait's re-check, which
+# reads none).
 source "$(dirname "$0")/lib_shm.sh"
 
 NCONN=3
@@ -67,6 +73,20 @@ wait_asleep() {
 	die "process $pid never slept in its wait (state $st, system call $nr)"
 }
 
+# wake_fds PID: the fds of PID that are datagram sockets bound in the
+# abstract namespace under shunt's wake-socket names (space-separated).
+wake_fds() {
+	local pid=$1 inos fd link out=''
+	# /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path.
+	inos=" $(awk 'length($8) == 25 && $8 ~ /^@shunt-w-[0-9a-f]+$/ { printf "%s ", $7 }' /proc/net/unix) "
+	for fd in /proc/"$pid"/fd/*; do
+		link=$(readlink "$fd" 2>/dev/null) || continue
+		[[ $link =~ ^socket:\[([0-9]+)\]$ && $inos == *" ${BASH_REMATCH[1]} "* ]] &&
+			out+="${fd##*/} "
+	done
+	echo "$out"
+}
+
 # The kernel's system calls behind poll() and epoll_wait() (shunt waits in
 # ppoll and epoll_pwait; libc's own calls may use the others).
 case $(uname -m) in
@@ -75,8 +95,46 @@ aarch64) POLL_NRS="73" EPOLL_NRS="22 441" ;;
 *) echo "SKIP: $E2E_NAME: system call numbers unknown for $(uname -m)" && exit 0 ;;
 esac
 
+# Whether a wakeup came from the peer's datagram is seen in the server's
+# system calls: after its wait, shunt reads the datagram from the wake
+# socket that woke it (recvfrom, 1 byte).  Without strace (or ptrace) that
+# one check is left out.
+STRACE=
+if command -v strace >/dev/null 2>&1; then
+	STRACE=strace
+else
+	note "no strace: the wakeup's datagram is not observed"
+fi
+
+# strace_start PID CALLS: trace PID's CALLS into $PDIR/strace, once
+# attached.  strace_stop: detach, the file complete.
+strace_start() {
+	local i
+	strace -qq -p "$1" -e trace="$2" -e signal=none -o "$PDIR/strace" 2>"$PDIR/strace.err" &
+	STRACE_PID=$!
+	for ((i = 0; i < 300; i++)); do
+		[[ $(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status") != 0 ]] && return 0
+		kill -0 "$STRACE_PID" 2>/dev/null || die "strace could not attach: $(cat "$PDIR/strace.err")"
+		sleep 0.05
+	done
+	die "strace never attached to $1"
+}
+strace_stop() {
+	kill -INT "$STRACE_PID" 2>/dev/null
+	wait "$STRACE_PID" 2>/dev/null || true
+}
+# wake_reads "FD...": datagrams read from those fds in $PDIR/strace.
+wake_reads() {
+	local fd n=0 c
+	for fd in $1; do
+		c=$(grep -cE "^recvfrom\($fd, .*\) = 1\$" "$PDIR/strace" || true)
+		n=$((n + c))
+	done
+	echo "$n"
+}
+
 scenario() {
-	local wait=$1 nrs=$2 total=4096 left i port cline sline fd tp moved newtp=
+	local wait=$1 nrs=$2 total=4096 left i port cline sline fd tp moved newtp= wfds woke
 	shm_phase "$wait" shunt
 	hold_start "$wait"
 	hold_cmd C "open $NCONN" '^done open$'
@@ -90,6 +148,14 @@ scenario() {
 	assert_conn_sets
 	assert_no_moves shm
 	wait_asleep "$HOLD_SPID" "$nrs"
+	# Asleep with its wake sockets armed, the server has none in o/: they
+	# are in the abstract namespace, nothing anyone could unlink.
+	left=$(find "$RUNDIR/o" -type s | head -n 3)
+	[[ -z $left ]] || die "wake sockets named in the rundir: $left"
+	wfds=$(wake_fds "$HOLD_SPID")
+	(($(wc -w <<<"$wfds") >= NCONN)) ||
+		die "the server holds ${wfds:-no} abstract wake sockets for $NCONN connections"
+	note "no wake socket in o/; the server's abstract ones: fds $wfds"
 	# Everything under the rundir, the rundir itself kept.
 	find "$RUNDIR" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 	left=$(find "$RUNDIR" -mindepth 1 | head -n 3)
@@ -98,7 +164,15 @@ scenario() {
 	# The server was asleep when the names went: its wait must end all
 	# the same, and again in its next sleep.  (One message a connection
 	# each time: a sleep that misses its wakeup lasts until its re-check.)
+	# The first time under strace: the wait must end with the datagram.
+	[[ -n $STRACE ]] && strace_start "$HOLD_SPID" recvfrom && wait_asleep "$HOLD_SPID" "$nrs"
 	hold_cmd C "echo 1000" '^echoed '
+	if [[ -n $STRACE ]]; then
+		strace_stop
+		woke=$(wake_reads "$wfds")
+		((woke >= 1)) || die "no wakeup datagram read from a wake socket (fds $wfds): $(head -n 5 "$PDIR/strace")"
+		note "the server read $woke wakeup datagrams from its abstract wake sockets"
+	fi
 	wait_asleep "$HOLD_SPID" "$nrs"
 	hold_cmd C "echo 1001" '^echoed '
 	total=$((total + 2001))
