@@ -62,10 +62,13 @@ static const uint16_t body_len[AGENT_TYPE_END] = {
 	[AGENT_RELAY_ANSWER] = 1,
 	[AGENT_TAKE] = 36,
 	[AGENT_TAKE_ANSWER] = AGENT_TAKE_ANSWER_LEN,
+	[AGENT_SIGN] = AGENT_OFFER_LEN,
+	[AGENT_SIGN_ANSWER] = AGENT_SIGN_ANSWER_LEN,
 };
 
 _Static_assert(AGENT_OFFER_LEN <= AGENT_BODY_MAX, "an offer fits a frame");
 _Static_assert(AGENT_TAKE_ANSWER_LEN <= AGENT_BODY_MAX, "a taken offer fits a frame");
+_Static_assert(AGENT_OFFER_SIGNED_LEN + AGENT_MAC_LEN == AGENT_OFFER_LEN, "csig ends an offer");
 _Static_assert(sizeof(((struct agent_offer *)0)->provider) == 32, "offer layout");
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -135,6 +138,7 @@ static void enc_offer(const struct agent_offer *o, uint8_t *p)
 	memset(p + 92, 0, AGENT_ADDR_MAX);
 	memcpy(p + 92, o->addr, o->addrlen);
 	put64(p + 220, o->ring_size);
+	memcpy(p + AGENT_OFFER_SIGNED_LEN, o->csig, AGENT_MAC_LEN);
 }
 
 static void dec_offer(const uint8_t *p, struct agent_offer *o);
@@ -166,6 +170,7 @@ static void dec_offer(const uint8_t *p, struct agent_offer *o)
 	o->addrlen = get32(p + 88);
 	memcpy(o->addr, p + 92, AGENT_ADDR_MAX);
 	o->ring_size = get64(p + 220);
+	memcpy(o->csig, p + AGENT_OFFER_SIGNED_LEN, AGENT_MAC_LEN);
 }
 
 /* ---- frames ---------------------------------------------------------------- */
@@ -252,6 +257,18 @@ int agent_decode(const uint8_t *buf, size_t len, struct agent_msg *m, int *why)
 					 : !all_zero(b + 1, AGENT_OFFER_LEN) ? -1 : 0))
 			return reject(why, AGENT_E_MALFORMED);
 		break;
+	case AGENT_SIGN:
+		/* The signature is what is asked for: none yet. */
+		if (dec_offer_checked(b, &m->u.sign) ||
+		    !all_zero(b + AGENT_OFFER_SIGNED_LEN, AGENT_MAC_LEN))
+			return reject(why, AGENT_E_MALFORMED);
+		break;
+	case AGENT_SIGN_ANSWER:
+		m->u.signed_.status = b[0];
+		memcpy(m->u.signed_.csig, b + 1, AGENT_MAC_LEN);
+		if (b[0] >= AGENT_ST_END || (b[0] != AGENT_ST_OK && !all_zero(b + 1, AGENT_MAC_LEN)))
+			return reject(why, AGENT_E_MALFORMED);
+		break;
 	case AGENT_TYPE_END:
 		return reject(why, AGENT_E_MALFORMED);
 	}
@@ -324,6 +341,18 @@ size_t agent_encode(const struct agent_msg *m, uint8_t *buf)
 		else
 			memset(b + 1, 0, AGENT_OFFER_LEN);
 		break;
+	case AGENT_SIGN:
+		if (agent_offer_check(&m->u.sign) || !all_zero(m->u.sign.csig, AGENT_MAC_LEN))
+			return 0;
+		enc_offer(&m->u.sign, b);
+		break;
+	case AGENT_SIGN_ANSWER:
+		if (m->u.signed_.status >= AGENT_ST_END ||
+		    (m->u.signed_.status != AGENT_ST_OK && !all_zero(m->u.signed_.csig, AGENT_MAC_LEN)))
+			return 0;
+		b[0] = m->u.signed_.status;
+		memcpy(b + 1, m->u.signed_.csig, AGENT_MAC_LEN);
+		break;
 	case AGENT_TYPE_END:
 		return 0;
 	}
@@ -346,41 +375,72 @@ void agent_auth_mac(const char *secret, size_t slen, int client,
 	hmac_sha256(secret, slen, parts, lens, 3, mac);
 }
 
-int agent_secret_read(const char *path, char *out, size_t cap, char *err, size_t errlen)
+void agent_countersig(const uint8_t *key, size_t klen, const struct agent_offer *o,
+		      uint8_t mac[AGENT_MAC_LEN])
+{
+	/* The canonical bytes, so both agents sign and check the same thing
+	 * whatever padding their structs held; a label no other MAC of the
+	 * protocol uses. */
+	static const char label[] = "shuntd-countersign";
+	uint8_t b[AGENT_OFFER_LEN];
+	enc_offer(o, b);
+	const void *parts[2] = {label, b};
+	const size_t lens[2] = {sizeof label, AGENT_OFFER_SIGNED_LEN};
+	hmac_sha256(key, klen, parts, lens, 2, mac);
+}
+
+/* A key file named by option: regular, not accessible by group or others,
+ * and (owner_only) its owner us or root. */
+static int key_read(const char *option, int owner_only, const char *path, char *out, size_t cap,
+		    char *err, size_t errlen)
 {
 	/* (O_NONBLOCK: a FIFO there must not hang the shim or the agent.) */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
-		snprintf(err, errlen, "agent_secret_file %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s %s: %s", option, path, strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	char buf[AGENT_SECRET_MAX + 2];
 	ssize_t n = -1;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 077))
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 077) &&
+	    (!owner_only || st.st_uid == geteuid() || st.st_uid == 0))
 		n = read(fd, buf, sizeof buf);
 	else
 		errno = EPERM;
 	int e = errno;
 	close(fd);
 	if (n < 0) {
-		snprintf(err, errlen, "agent_secret_file %s: %s", path,
-			 e == EPERM ? "must be a regular file not accessible by group or others"
-				    : strerror(e));
+		snprintf(err, errlen, "%s %s: %s", option, path,
+			 e != EPERM   ? strerror(e)
+			 : owner_only ? "must be a regular file of this user (or root) not "
+					"accessible by group or others"
+				      : "must be a regular file not accessible by group or others");
 		return -1;
 	}
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	if ((size_t)n < AGENT_SECRET_MIN || (size_t)n > AGENT_SECRET_MAX || (size_t)n >= cap ||
 	    memchr(buf, 0, (size_t)n)) {
-		snprintf(err, errlen, "agent_secret_file %s: the secret must be %d..%d bytes, no NUL",
-			 path, AGENT_SECRET_MIN, AGENT_SECRET_MAX);
+		snprintf(err, errlen, "%s %s: the %s must be %d..%d bytes, no NUL", option, path,
+			 owner_only ? "key" : "secret", AGENT_SECRET_MIN, AGENT_SECRET_MAX);
+		memset(buf, 0, sizeof buf);
 		return -1;
 	}
 	memcpy(out, buf, (size_t)n);
 	out[n] = 0;
 	memset(buf, 0, sizeof buf);
 	return (int)n;
+}
+
+int agent_secret_read(const char *path, char *out, size_t cap, char *err, size_t errlen)
+{
+	return key_read("agent_secret_file", 0, path, out, cap, err, errlen);
+}
+
+int agent_countersign_key_read(const char *path, char *out, size_t cap, char *err, size_t errlen)
+{
+	return key_read("countersign_key_file", 1, path, out, cap, err, errlen);
 }
 
 int agent_secret_get(const struct shunt_config *c, char *out, size_t cap, char *err,
@@ -409,7 +469,8 @@ const char *agent_type_name(int type)
 		[AGENT_OFFER] = "offer",	     [AGENT_OFFER_ANSWER] = "offer_answer",
 		[AGENT_ERROR] = "error",	     [AGENT_RELAY] = "relay",
 		[AGENT_RELAY_ANSWER] = "relay_answer", [AGENT_TAKE] = "take",
-		[AGENT_TAKE_ANSWER] = "take_answer",
+		[AGENT_TAKE_ANSWER] = "take_answer", [AGENT_SIGN] = "sign",
+		[AGENT_SIGN_ANSWER] = "sign_answer",
 	};
 	return type > 0 && type < AGENT_TYPE_END ? names[type] : "unknown";
 }

@@ -21,6 +21,10 @@
  *                 shim, on the agent's Unix socket, takes the offer held
  *                 for its accepted connection (its uid must be the
  *                 listener's, by SO_PEERCRED)
+ *                 SIGN(offer) + its TCP socket (SCM_RIGHTS) ->
+ *                 SIGN_ANSWER(status, csig): the client shim has its own
+ *                 agent countersign the offer it is about to file; the
+ *                 socket proves it holds the offer's client address:port
  *   with secret:  HELLO(cnonce) -> CHALLENGE(snonce)
  *                 AUTH(HMAC(secret, "shuntd-client" snonce cnonce))
  *                   -> AUTH_OK(HMAC(secret, "shuntd-agent" cnonce snonce))
@@ -34,15 +38,17 @@
 
 #include "config/shunt_config.h"
 
-#define AGENT_PROTO_VERSION 1
+/* 2: the offer carries the client's agent's countersignature (csig). */
+#define AGENT_PROTO_VERSION 2
 #define AGENT_MAGIC0 'S'
 #define AGENT_MAGIC1 'D'
 #define AGENT_HDR_LEN 8u
-#define AGENT_BODY_MAX 256u
+#define AGENT_BODY_MAX 320u
 #define AGENT_FRAME_MAX (AGENT_HDR_LEN + AGENT_BODY_MAX)
 #define AGENT_NONCE_LEN 32u
 #define AGENT_MAC_LEN 32u
-#define AGENT_OFFER_LEN 228u /* encoded struct agent_offer */
+#define AGENT_OFFER_LEN 260u /* encoded struct agent_offer */
+#define AGENT_OFFER_SIGNED_LEN 228u /* its part the countersignature covers */
 #define AGENT_SECRET_MIN SHUNT_AGENT_SECRET_MIN
 #define AGENT_SECRET_MAX SHUNT_AGENT_SECRET_MAX
 #define AGENT_ADDR_MAX 128
@@ -72,6 +78,9 @@ struct agent_offer {
 	uint32_t addrlen;            /* <= AGENT_ADDR_MAX */
 	uint8_t addr[AGENT_ADDR_MAX]; /* the passive endpoint (fi_getname) */
 	uint64_t ring_size;          /* bytes per direction the client asks */
+	uint8_t csig[AGENT_MAC_LEN];  /* the client's agent's countersignature
+					 (agent_countersig), all zero for none;
+					 zero in a SIGN request */
 };
 
 enum agent_type {
@@ -88,6 +97,9 @@ enum agent_type {
 	AGENT_RELAY_ANSWER,  /* agent: status */
 	AGENT_TAKE,          /* local client: tuple */
 	AGENT_TAKE_ANSWER,   /* agent: status, and the offer when OK */
+	AGENT_SIGN,          /* local client: struct agent_offer, csig zero,
+				with its TCP socket (SCM_RIGHTS) */
+	AGENT_SIGN_ANSWER,   /* agent: status, and csig when OK */
 	AGENT_TYPE_END
 };
 
@@ -98,6 +110,7 @@ enum agent_status {
 	AGENT_ST_REFUSED = 2,     /* the offer cannot be held (owner, tuple,
 				     full), or taken by this asker */
 	AGENT_ST_NO_OFFER = 3,    /* TAKE: no offer held for that tuple */
+	AGENT_ST_NO_KEY = 4,      /* SIGN: this agent has no countersign key */
 	AGENT_ST_END
 };
 
@@ -132,6 +145,14 @@ struct agent_take_answer {
 	struct agent_offer offer;
 };
 
+/* What the client's agent answers SIGN: the countersignature, all zero
+ * unless status is AGENT_ST_OK. */
+#define AGENT_SIGN_ANSWER_LEN (1u + AGENT_MAC_LEN)
+struct agent_sign_answer {
+	uint8_t status;               /* enum agent_status */
+	uint8_t csig[AGENT_MAC_LEN];
+};
+
 struct agent_msg {
 	uint8_t type; /* enum agent_type */
 	union {
@@ -147,6 +168,8 @@ struct agent_msg {
 		struct agent_relay relay;
 		struct agent_tuple take;        /* TAKE */
 		struct agent_take_answer taken; /* TAKE_ANSWER */
+		struct agent_offer sign;        /* SIGN */
+		struct agent_sign_answer signed_; /* SIGN_ANSWER */
 	} u;
 };
 
@@ -172,10 +195,23 @@ void agent_auth_mac(const char *secret, size_t slen, int client,
 		    const uint8_t cnonce[AGENT_NONCE_LEN],
 		    const uint8_t snonce[AGENT_NONCE_LEN], uint8_t mac[AGENT_MAC_LEN]);
 
+/* The countersignature of offer o under key[0..klen) (the agents'
+ * countersign key): HMAC-SHA256 over a label of its own and the offer's
+ * encoded fields but csig (the 4-tuple, the token, the provider, the
+ * fabric endpoint's format and address, the ring size), so it vouches for
+ * this tuple, this endpoint and this token and nothing else. */
+void agent_countersig(const uint8_t *key, size_t klen, const struct agent_offer *o,
+		      uint8_t mac[AGENT_MAC_LEN]);
+
 /* Read a secret file: at most AGENT_SECRET_MAX bytes, trailing newlines
  * dropped, at least AGENT_SECRET_MIN left, not readable or writable by
  * group or others.  Returns the length, or -1 with a message in err. */
 int agent_secret_read(const char *path, char *out, size_t cap, char *err, size_t errlen);
+
+/* Read the countersign key file (countersign_key_file): as a secret file,
+ * and its owner must be us or root.  The length, or -1 with err. */
+int agent_countersign_key_read(const char *path, char *out, size_t cap, char *err,
+			       size_t errlen);
 
 /* The secret a configuration names (agent_secret, else agent_secret_file):
  * length, 0 when none is configured, -1 with err on a bad file. */

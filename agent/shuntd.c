@@ -3,7 +3,8 @@
  *   shuntd [--listen ADDR] [--config FILE] [--daemon] [--pidfile FILE] [-v]
  *
  * Reads the same shunt.conf as the shims (agent_port, rundir, agent_secret
- * or agent_secret_file, agent_timeout_ms), listens on agent_port (TCP) and
+ * or agent_secret_file, agent_timeout_ms, and its own countersign_key_file),
+ * listens on agent_port (TCP) and
  * on <rundir>/agent.sock, and serves until SIGTERM or SIGINT. */
 #include <errno.h>
 #include <fcntl.h>
@@ -71,7 +72,7 @@ static void usage(FILE *f)
 		"  -v, --verbose   log every request\n"
 		"  --version       print the version\n"
 		"Keys read from shunt.conf: agent_port, rundir, agent_secret,\n"
-		"agent_secret_file, agent_timeout_ms. See shuntd(8).\n",
+		"agent_secret_file, agent_timeout_ms, countersign_key_file. See shuntd(8).\n",
 		SHUNT_DEFAULT_CONFIG);
 }
 
@@ -190,6 +191,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: %s\n", err);
 		return 1;
 	}
+	/* Before rundir_prepare: root's agent then reads files as the
+	 * rundir's owner, who must not be able to read this key. */
+	if (shuntd.cfg.countersign_key_file[0]) {
+		shuntd.csign_len = agent_countersign_key_read(shuntd.cfg.countersign_key_file,
+							      (char *)shuntd.csign_key,
+							      sizeof shuntd.csign_key, err, sizeof err);
+		if (shuntd.csign_len < 0) {
+			fprintf(stderr, "shuntd: %s\n", err);
+			return 1;
+		}
+	}
 	shuntd.max_clients = fd_budget();
 	/* A request is one frame; a peer gets a few times its own bound. */
 	shuntd.client_timeout_ms = shuntd.cfg.agent_timeout_ms * 4;
@@ -261,9 +273,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: event loop: %s\n", strerror(errno));
 		return 1;
 	}
-	shuntd_log("serving on %s port %u and %s, rundir %s, up to %u clients%s",
+	shuntd_log("serving on %s port %u and %s, rundir %s, up to %u clients%s%s",
 		   listen_addr ? listen_addr : "*", (unsigned)shuntd.cfg.agent_port, upath,
-		   shuntd.rundir, shuntd.max_clients, shuntd.secret_len ? ", secret required" : "");
+		   shuntd.rundir, shuntd.max_clients, shuntd.secret_len ? ", secret required" : "",
+		   shuntd.csign_len ? ", offers countersigned" : "");
 	rundir_sweep(shuntd.el, NULL);
 	int rc = ev_run(shuntd.el);
 	client_close_all();
@@ -275,6 +288,7 @@ int main(int argc, char **argv)
 		unlink(pidfile);
 	ev_free(shuntd.el);
 	memset(shuntd.secret, 0, sizeof shuntd.secret);
+	memset(shuntd.csign_key, 0, sizeof shuntd.csign_key);
 	shuntd_log("stopped");
 	return rc < 0 ? 1 : 0;
 }

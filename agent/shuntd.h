@@ -6,6 +6,7 @@
  *   shuntd_client.c   one client connection: agent protocol, or HTTP
  *   shuntd_http.c     the HTTP requests GET /metrics and GET /healthz
  *   shuntd_pending.c  offers and relays held for local shims, bounded
+ *   shuntd_sign.c     countersigning offers, checking countersignatures
  *   shuntd_rundir.c   filing relays, sweeping stale rundir entries
  *   shuntd_metrics.c  counters and the Prometheus text of GET /metrics
  */
@@ -47,7 +48,9 @@ enum shuntd_err {
 	SE_COUNT
 };
 
-enum shuntd_req { SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_TAKE, SR_COUNT };
+enum shuntd_req {
+	SR_HELLO, SR_AUTH, SR_QUERY, SR_OFFER, SR_METRICS, SR_RELAY, SR_TAKE, SR_SIGN, SR_COUNT
+};
 /* OFFER and RELAY answers: held (filed), or why not. */
 enum shuntd_hold_res {
 	SO_HELD,
@@ -56,9 +59,14 @@ enum shuntd_hold_res {
 	SO_TABLE_FULL,
 	SO_SOURCE_FULL,
 	SO_CONTESTED, /* a second offer for one connection: none is given */
+	SO_UNSIGNED,  /* countersign key set, the offer has no countersignature */
+	SO_BADSIG,    /* a countersignature not of the key, or not for this offer */
 	SO_COUNT
 };
 enum shuntd_take_res { ST_TAKEN, ST_NONE, ST_REFUSED, ST_CONTESTED, ST_COUNT };
+/* SIGN answers: countersigned, this agent has no key, or the passed socket
+ * does not prove the offer's client end. */
+enum shuntd_sign_res { SG_SIGNED, SG_NO_KEY, SG_REFUSED, SG_COUNT };
 enum shuntd_swept { SW_REGISTRY, SW_RELAY, SW_SHM, SW_STATS, SW_COUNT };
 
 struct shuntd_counters {
@@ -69,6 +77,7 @@ struct shuntd_counters {
 	uint64_t offers[SO_COUNT];
 	uint64_t relays[SO_COUNT];
 	uint64_t takes[ST_COUNT];
+	uint64_t signs[SG_COUNT];
 	uint64_t expired[2];          /* [0] offers, [1] relays */
 	uint64_t swept[SW_COUNT];
 	uint64_t accept_pauses;       /* accept() out of fds or memory */
@@ -80,6 +89,9 @@ struct shuntd {
 	char rundir[256];
 	char secret[AGENT_SECRET_MAX + 1];
 	int secret_len;               /* 0: none configured */
+	uint8_t csign_key[AGENT_SECRET_MAX + 1]; /* countersign_key_file's */
+	int csign_len;                /* 0: none: offers are neither signed
+					 here nor required to be */
 	unsigned client_timeout_ms;   /* read deadline of one request */
 	unsigned max_clients;         /* SHUNTD_MAX_CLIENTS, or fewer for the fd limit */
 	int rundir_shared;            /* a group's rundir (setgid, group rwx) */

@@ -5,7 +5,10 @@
  * and closed, and nothing it sends can stop the others being served.
  * Between requests an agent client may stay connected for SHUNTD_IDLE_MS:
  * shims keep their link to send the next offer on (fab_rdv.c).  An idle
- * one is also the first to go when the agent has no room for a new one. */
+ * one is also the first to go when the agent has no room for a new one.
+ * A Unix client may pass one fd (SCM_RIGHTS) with the first byte of a
+ * request: SIGN uses it; any other fd, and one with any other request, is
+ * closed at once. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,6 +27,7 @@
 #include "shuntd_http.h"
 #include "shuntd_net.h"
 #include "shuntd_pending.h"
+#include "shuntd_sign.h"
 
 #define IN_MAX 1024 /* an agent frame, or an HTTP request head */
 
@@ -39,6 +43,8 @@ struct client {
 	uint8_t cnonce[AGENT_NONCE_LEN], snonce[AGENT_NONCE_LEN];
 	struct sockaddr_storage peer;
 	uid_t uid;                /* a Unix client's, by SO_PEERCRED */
+	pid_t pid;
+	int passed_fd;            /* came with the request being read, or -1 */
 	uint64_t deadline;
 	size_t nin;
 	uint8_t in[IN_MAX];
@@ -54,6 +60,8 @@ static void drop(struct client *c)
 {
 	ev_unwatch(shuntd.el, c->fd);
 	close(c->fd);
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
 	if (c->out != c->small)
 		free(c->out);
 	if (c->prev)
@@ -174,8 +182,9 @@ static void source_of(const struct client *c, uint8_t src[16])
 		shunt_addr16((const struct sockaddr *)&c->peer, src, &port);
 }
 
-static const char *const hold_name[SO_COUNT] = {"held",	"no listener", "refused",
-						 "table full", "source full", "contested"};
+static const char *const hold_name[SO_COUNT] = {
+	"held", "no listener", "refused", "table full", "source full", "contested", "unsigned",
+	"bad countersignature"};
 
 /* An offer for a live listener here is held, in memory, until the shim
  * that accepts its connection takes it (do_take) or it expires. */
@@ -188,9 +197,16 @@ static void do_offer(struct client *c, const struct agent_offer *o)
 	unsigned uid = 0;
 	enum shuntd_hold_res res = SO_REFUSED;
 	const struct sockaddr *dst = as_sockaddr(o->tuple.saddr, o->tuple.sport, &ss);
+	enum sign_verdict v = SIGN_OK;
 	source_of(c, src);
+	if (shuntd.csign_len > 0)
+		v = sign_verify(shuntd.csign_key, (size_t)shuntd.csign_len, o);
 	if (!from_host(c, o->tuple.caddr)) {
 		res = SO_REFUSED;
+	} else if (v != SIGN_OK) {
+		/* Not vouched for by the client's agent: a filer that may not
+		 * hold the connection (someone else on the client's address). */
+		res = v == SIGN_NONE ? SO_UNSIGNED : SO_BADSIG;
 	} else if (shunt_registry_lookup_uid(shuntd.rundir, dst, &uid) != SHUNT_REG_LIVE) {
 		/* (A listener whose processes dropped their privileges could
 		 * not take the offer either.) */
@@ -241,6 +257,35 @@ static void do_take(struct client *c, const struct agent_tuple *t)
 	shuntd.n.takes[res]++;
 	SHUNTD_DEBUG("take for port %u by uid %u: %s", (unsigned)t->sport, (unsigned)c->uid,
 		     (const char *[]){"taken", "none", "refused", "contested"}[res]);
+	reply(c, &m);
+}
+
+/* A local shim about to offer asks for the countersignature, with its TCP
+ * socket (fd, -1 when none came): signed only when that socket holds the
+ * offer's client end.  fd stays the caller's. */
+static void do_sign(struct client *c, const struct agent_offer *o, int fd)
+{
+	struct agent_msg m = {.type = AGENT_SIGN_ANSWER};
+	const char *why = "no countersign key";
+	enum shuntd_sign_res res = SG_NO_KEY;
+	m.u.signed_.status = AGENT_ST_NO_KEY;
+	if (shuntd.csign_len > 0) {
+		res = SG_REFUSED;
+		m.u.signed_.status = AGENT_ST_REFUSED;
+		if (sign_socket_holds(fd, &o->tuple, &why) == 0) {
+			res = SG_SIGNED;
+			why = "signed";
+			m.u.signed_.status = AGENT_ST_OK;
+			sign_offer(shuntd.csign_key, (size_t)shuntd.csign_len, o, m.u.signed_.csig);
+		}
+	}
+	shuntd.n.signs[res]++;
+	if (res == SG_REFUSED)
+		shuntd_log("countersign for port %u refused to pid %d uid %u: %s",
+			   (unsigned)o->tuple.cport, (int)c->pid, (unsigned)c->uid, why);
+	else
+		SHUNTD_DEBUG("countersign for port %u by pid %d uid %u: %s",
+			     (unsigned)o->tuple.cport, (int)c->pid, (unsigned)c->uid, why);
 	reply(c, &m);
 }
 
@@ -299,7 +344,7 @@ static void do_relay(struct client *c, const struct agent_relay *r)
 	reply(c, &m);
 }
 
-static void handle(struct client *c, const struct agent_msg *m)
+static void handle(struct client *c, const struct agent_msg *m, int fd)
 {
 	/* Peers across the network prove the secret first; local shims reach
 	 * the Unix socket only through the rundir's permissions. */
@@ -355,6 +400,12 @@ static void handle(struct client *c, const struct agent_msg *m)
 		if (!c->is_unix)
 			return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
 		return do_take(c, &m->u.take);
+	case AGENT_SIGN:
+		/* Local shims only: the socket passed is the proof. */
+		shuntd.n.requests[SR_SIGN]++;
+		if (!c->is_unix)
+			return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
+		return do_sign(c, &m->u.sign, fd);
 	default:
 		return reply_error(c, AGENT_E_UNEXPECTED, SE_UNEXPECTED);
 	}
@@ -410,15 +461,55 @@ static void process(struct client *c)
 		memmove(c->in, c->in + n, c->nin - (size_t)n);
 		c->nin -= (size_t)n;
 		c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
-		handle(c, &m);
+		/* An fd belongs to the request it came with, whatever that is. */
+		int fd = c->passed_fd;
+		c->passed_fd = -1;
+		handle(c, &m, fd);
+		if (fd >= 0)
+			close(fd);
 	}
+}
+
+/* Read what a client sent.  On agent.sock: with any fds passed, of which
+ * one is kept (c->passed_fd) if it came with the first byte of a request
+ * and none is kept yet; every other is closed (a peer can send any fds, as
+ * many as fit a control message, with any bytes). */
+static ssize_t client_read(struct client *c)
+{
+	if (!c->is_unix)
+		return recv(c->fd, c->in + c->nin, sizeof c->in - c->nin, MSG_DONTWAIT);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(8 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = c->in + c->nin, .iov_len = sizeof c->in - c->nin};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+			    .msg_controllen = sizeof ctl.b};
+	int at_start = c->nin == 0;
+	ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (r < 0)
+		return r;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(h) + i * sizeof(int), sizeof pfd);
+			if (at_start && r > 0 && c->passed_fd < 0)
+				c->passed_fd = pfd;
+			else
+				close(pfd);
+		}
+	}
+	return r;
 }
 
 static void on_event(struct ev_loop *el, int fd, void *data, int mask)
 {
 	struct client *c = data;
 	if (mask & EV_READ && !c->closing) {
-		ssize_t r = recv(c->fd, c->in + c->nin, sizeof c->in - c->nin, MSG_DONTWAIT);
+		ssize_t r = client_read(c);
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
 			if (c->nin || c->mode == M_NEW || r < 0)
 				fail(c, c->nin ? SE_MALFORMED : SE_IO); /* cut mid-frame */
@@ -525,10 +616,14 @@ void client_adopt(struct ev_loop *el, int fd, int is_unix, const struct sockaddr
 	c->is_unix = is_unix;
 	c->peer = *peer;
 	c->uid = (uid_t)-1;
+	c->pid = 0;
+	c->passed_fd = -1;
 	struct ucred cr;
 	socklen_t crl = sizeof cr;
-	if (is_unix && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+	if (is_unix && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0) {
 		c->uid = cr.uid;
+		c->pid = cr.pid;
+	}
 	c->out = c->small;
 	c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
 	c->nout = c->outoff = 0;

@@ -140,12 +140,13 @@ char *metrics_render(size_t *len)
 		add(&t, &seen[i].t);
 	const struct shuntd_counters *n = &shuntd.n;
 	static const char *const req[SR_COUNT] = {"hello", "auth",  "query", "offer",
-						  "metrics", "relay", "take"};
+						  "metrics", "relay", "take", "sign"};
 	static const char *const err[SE_COUNT] = {"malformed", "oversized", "version",
 						  "auth",      "unexpected", "timeout",
 						  "busy",      "http",	     "io"};
 	static const char *const off[SO_COUNT] = {"held",	"no_listener", "refused",
-						  "table_full", "source_full", "contested"};
+						  "table_full", "source_full", "contested",
+						  "unsigned",	"badsig"};
 	static const char *const tk[ST_COUNT] = {"taken", "none", "refused", "contested"};
 	static const char *const swp[SW_COUNT] = {"registry", "relay", "shm", "stats"};
 
@@ -187,10 +188,20 @@ char *metrics_render(size_t *len)
 	for (int i = 0; i < ST_COUNT; i++)
 		fprintf(f, "shuntd_takes_total{result=\"%s\"} %llu\n", tk[i],
 			(unsigned long long)n->takes[i]);
+	family(f, "shuntd_countersigns_total", "counter",
+	       "SIGN requests of local shims, by result (signed; no countersign key here; "
+	       "the socket passed does not hold the offer's client end).");
+	static const char *const sg[SG_COUNT] = {"signed", "no_key", "refused"};
+	for (int i = 0; i < SG_COUNT; i++)
+		fprintf(f, "shuntd_countersigns_total{result=\"%s\"} %llu\n", sg[i],
+			(unsigned long long)n->signs[i]);
+	family(f, "shuntd_countersign_required", "gauge",
+	       "1 when this agent files only countersigned offers (countersign_key_file).");
+	fprintf(f, "shuntd_countersign_required %d\n", shuntd.csign_len > 0);
 	family(f, "shuntd_relays_total", "counter",
 	       "Relayed DEMOTE positions, by result (filed in r/, or why not).");
 	for (int i = 0; i < SO_COUNT; i++)
-		if (i != SO_NO_LISTENER)
+		if (i != SO_NO_LISTENER && i != SO_UNSIGNED && i != SO_BADSIG)
 			fprintf(f, "shuntd_relays_total{result=\"%s\"} %llu\n",
 				i == SO_HELD ? "filed" : off[i], (unsigned long long)n->relays[i]);
 	family(f, "shuntd_pending", "gauge", "Offers and relays held now, by kind.");

@@ -58,6 +58,7 @@ const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_AGENT_SECRET_FILE] = { "agent_secret_file", "SHUNT_AGENT_SECRET_FILE", 1 },
 	[K_AGENT_CACHE_S] = { "agent_cache_s", "SHUNT_AGENT_CACHE_S", 0 },
 	[K_AGENT_TIMEOUT_MS] = { "agent_timeout_ms", "SHUNT_AGENT_TIMEOUT_MS", 0 },
+	[K_COUNTERSIGN_KEY_FILE] = { "countersign_key_file", "SHUNT_COUNTERSIGN_KEY_FILE", 1 },
 	[K_RULE] = { "rule", NULL, 0 },
 };
 
@@ -227,6 +228,7 @@ int shunt_config_is_default(const struct shunt_config *c, int key)
 	case K_AGENT_SECRET_FILE: return !c->agent_secret_file[0];
 	case K_AGENT_CACHE_S: return c->agent_cache_s == DEF_AGENT_CACHE_S;
 	case K_AGENT_TIMEOUT_MS: return c->agent_timeout_ms == DEF_AGENT_TIMEOUT_MS;
+	case K_COUNTERSIGN_KEY_FILE: return !c->countersign_key_file[0];
 	case K_RULE: return c->nrules == 0;
 	case K_COUNT: break;
 	}
@@ -545,6 +547,14 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				    q, name);
 		if (vn)
 			c->agent_secret[0] = '\0';
+		return 0;
+
+	case K_COUNTERSIGN_KEY_FILE:
+		/* shuntd's alone: read by the agent, never by a shim. */
+		if ((vn && val[0] != '/') || copy_path(c->countersign_key_file, val, vn))
+			return fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an absolute path or \"\")",
+				    q, name);
 		return 0;
 
 	case K_AGENT_CACHE_S:

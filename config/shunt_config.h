@@ -85,6 +85,8 @@ struct shunt_config {
 	unsigned agent_cache_s;               /* a host without agent is not
 						 asked again for this long */
 	unsigned agent_timeout_ms;            /* bound on one agent exchange */
+	char countersign_key_file[PATH_MAX];  /* shuntd: the agents' key that
+						 countersigns fabric offers ("" = none) */
 	unsigned nrules;
 	struct shunt_rule rules[SHUNT_MAX_RULES];
 };

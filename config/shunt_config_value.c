@@ -72,6 +72,7 @@ static int key_value(const struct shunt_config *c, int k, char *buf, size_t len)
 	case K_AGENT_SECRET_FILE: return text(buf, len, c->agent_secret_file);
 	case K_AGENT_CACHE_S: return snprintf(buf, len, "%u", c->agent_cache_s);
 	case K_AGENT_TIMEOUT_MS: return snprintf(buf, len, "%u", c->agent_timeout_ms);
+	case K_COUNTERSIGN_KEY_FILE: return text(buf, len, c->countersign_key_file);
 	case K_RULE:
 	case K_COUNT:
 		break;

@@ -7,6 +7,8 @@
  *                      -> bind (so the 4-tuple is known)
  *                      -> registered rings and CQ; passive endpoint of the
  *                         process on the routed source address
+ *                      -> fab_rdv_countersign() by our own agent, the
+ *                         socket passed as the proof that we hold the tuple
  *                      -> fab_rdv_offer(token) to the agent at dst's host
  *                      -> real connect(); may write at once (staged)
  *   server accept():   fab_rdv_take() for the accepted 4-tuple
@@ -292,6 +294,13 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	}
 	c->state = FAB_OFFERED;
 	fab_offer_add(c);
+	/* Our agent vouches that this process holds the tuple (the socket,
+	 * bound above, is the proof); an agent that requires it files nothing
+	 * unsigned.  Without a local agent, or one without the key, the offer
+	 * goes unsigned. */
+	if (fab_rdv_countersign(shunt_rundir(), fd, &o, (int)shunt_config()->agent_timeout_ms) < 0)
+		SHUNT_DEBUG("fabric: offer not countersigned fd=%d (no local agent, "
+			    "no countersign key, or refused)", fd);
 	enum fab_rdv_result r =
 		fab_rdv_offer(dst, dlen, &o, (int)shunt_config()->agent_timeout_ms);
 	if (r != FAB_RDV_OK) {

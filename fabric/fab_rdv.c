@@ -581,6 +581,68 @@ int fab_rdv_take(const char *rundir, const struct shunt_tuple *t, struct agent_o
 	return rc;
 }
 
+/* ---- the countersignature of our own agent ---------------------------------------- */
+
+/* SIGN with the socket: the fd travels with the frame's first byte, which
+ * is how the agent tells whose request it is. */
+static int send_sign(struct link *l, const struct agent_msg *m, int sock)
+{
+	uint8_t buf[AGENT_FRAME_MAX];
+	size_t n = agent_encode(m, buf);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = buf, .iov_len = n};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+			    .msg_controllen = sizeof ctl.b};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &sock, sizeof sock);
+	if (!n)
+		return -1;
+	/* A frame is far below a Unix socket's buffer: one call sends it
+	 * whole, or the agent is not keeping up and we go unsigned. */
+	ssize_t w;
+	do
+		w = REAL(sendmsg)(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+int fab_rdv_countersign(const char *rundir, int fd, struct agent_offer *o, int timeout_ms)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (!rundir || (size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", rundir,
+					SHUNT_AGENT_SOCK) >= sizeof sa.sun_path)
+		return -1;
+	int saved = errno, rc = -1;
+	SHUNT_GUARD_ENTER();
+	struct link l = {.fd = -1};
+	l.deadline = shunt_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s >= 0)
+		l.fd = shunt_fd_own(s, &l.fd);
+	struct agent_msg m = {.type = AGENT_SIGN}, a;
+	m.u.sign = *o;
+	memset(m.u.sign.csig, 0, sizeof m.u.sign.csig);
+	/* Our socket goes only to an agent we trust: another's could write
+	 * into the connection with it. */
+	if (l.fd >= 0 && REAL(connect)(l.fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	    agent_trusted(&l, rundir) && send_sign(&l, &m, fd) == 0 && recv_msg(&l, &a) > 0 &&
+	    a.type == AGENT_SIGN_ANSWER && a.u.signed_.status == AGENT_ST_OK) {
+		memcpy(o->csig, a.u.signed_.csig, sizeof o->csig);
+		rc = 0;
+	}
+	link_close(&l);
+	SHUNT_GUARD_LEAVE();
+	errno = saved;
+	return rc;
+}
+
 /* ---- relayed DEMOTE positions (docs/ARCHITECTURE.md, "Fabric demotion") ------ */
 
 int fab_rdv_relay(const struct sockaddr *dst, socklen_t len, const struct agent_relay *r,

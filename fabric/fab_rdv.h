@@ -43,6 +43,15 @@ enum fab_rdv_result {
 enum fab_rdv_result fab_rdv_offer(const struct sockaddr *dst, socklen_t len,
 				  const struct agent_offer *o, int timeout_ms);
 
+/* Client side, before fab_rdv_offer(): ask our own agent (on
+ * <rundir>/agent.sock, one round trip bounded by timeout_ms) to
+ * countersign o, passing it the TCP socket fd (SCM_RIGHTS) as the proof
+ * that this process holds o's client end; only to an agent we trust (root,
+ * us, the rundir's owner).  0 with o->csig filled, -1 (o unchanged: the
+ * offer goes unsigned) when there is no agent, it has no countersign key
+ * or it refuses.  Preserves errno. */
+int fab_rdv_countersign(const char *rundir, int fd, struct agent_offer *o, int timeout_ms);
+
 /* What fab_rdv_offer() would answer for dst's host from its negative cache
  * alone (no agent, or the agent refused us): 1 with *r, else 0.  No system
  * call: a connection to a host known to have no agent costs a lookup. */

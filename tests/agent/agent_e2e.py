@@ -55,7 +55,10 @@ def note(msg):
 
 # ---- the wire protocol, written independently of agent/agent_proto.c ------
 
-def frame(mtype, body, version=1, length=None):
+PROTO_VERSION = 2
+
+
+def frame(mtype, body, version=PROTO_VERSION, length=None):
     n = len(body) if length is None else length
     return b"SD" + bytes([version, mtype]) + struct.pack(">I", n) + body
 
@@ -71,10 +74,11 @@ def query_body(ip, port):
 
 
 def offer_body(cip, cport, sip, sport, token=b"python-token-16!", addrlen=16, ring=65536,
-               provider=b"tcp"):
+               provider=b"tcp", csig=b""):
     return (mapped(cip) + mapped(sip) + struct.pack(">HH", cport, sport) + token +
             provider.ljust(32, b"\0") + struct.pack(">II", 2, addrlen) +
-            (b"\x02" * min(addrlen, 128)).ljust(128, b"\0") + struct.pack(">Q", ring))
+            (b"\x02" * min(addrlen, 128)).ljust(128, b"\0") + struct.pack(">Q", ring) +
+            csig.ljust(32, b"\0"))
 
 
 def mac(secret, label, a, b):
@@ -98,7 +102,7 @@ class Conn:
         """(type, body), or None when the agent closed."""
         while True:
             if len(self.buf) >= 8:
-                check(self.buf[:3] == b"SD\x01", f"bad frame header {self.buf[:8]!r}")
+                check(self.buf[:3] == b"SD" + bytes([PROTO_VERSION]), f"bad frame header {self.buf[:8]!r}")
                 n = struct.unpack(">I", self.buf[4:8])[0]
                 if len(self.buf) >= 8 + n:
                     t, body = self.buf[3], self.buf[8:8 + n]
@@ -540,7 +544,7 @@ def t_hostile():
     # A slow client holding half a frame: the good one is served meanwhile,
     # and the slow one is cut at the read deadline (1 s here).
     slow = Conn(agent.addr)
-    slow.send(b"SD\x01")
+    slow.send(b"SD\x02")
     t0 = time.monotonic()
     for i in range(5):
         check(good_still_served(fresh=i == 0) < 0.5, "the good client waited behind a slow one")

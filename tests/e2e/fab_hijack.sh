@@ -79,7 +79,7 @@ while True:
         ring = struct.unpack(">Q", body[220:228])[0]
         print("offer token=%s port=%d ring=%d" % (token, int.from_bytes(addr[2:4], "big"), ring),
               flush=True)
-        c.sendall(b"SD\x01\x08\x00\x00\x00\x01\x00")  # OFFER_ANSWER ok
+        c.sendall(b"SD\x02\x08\x00\x00\x00\x01\x00")  # OFFER_ANSWER ok
 '
 
 t_replay() {

@@ -38,6 +38,22 @@ static int one(const uint8_t *data, size_t size)
 		CHECK(agent_offer_check(&m.u.offer) == 0);
 	if (m.type == AGENT_TAKE_ANSWER && m.u.taken.status == AGENT_ST_OK)
 		CHECK(agent_offer_check(&m.u.taken.offer) == 0);
+	if (m.type == AGENT_SIGN) {
+		/* A request to sign carries no signature; what would be signed
+		 * is the same whatever the frame's bytes past it. */
+		static const uint8_t zero[AGENT_MAC_LEN];
+		uint8_t a[AGENT_MAC_LEN], b[AGENT_MAC_LEN];
+		CHECK(agent_offer_check(&m.u.sign) == 0);
+		CHECK(memcmp(m.u.sign.csig, zero, AGENT_MAC_LEN) == 0);
+		agent_countersig((const uint8_t *)"k", 1, &m.u.sign, a);
+		memset(m.u.sign.csig, 0xa5, AGENT_MAC_LEN);
+		agent_countersig((const uint8_t *)"k", 1, &m.u.sign, b);
+		CHECK(memcmp(a, b, AGENT_MAC_LEN) == 0);
+	}
+	if (m.type == AGENT_SIGN_ANSWER && m.u.signed_.status != AGENT_ST_OK) {
+		static const uint8_t zero[AGENT_MAC_LEN];
+		CHECK(memcmp(m.u.signed_.csig, zero, AGENT_MAC_LEN) == 0);
+	}
 	struct agent_msg p;
 	for (int k = 0; k < r; k += 1 + k / 8)
 		CHECK(agent_decode(data, (size_t)k, &p, &why) == 0);

@@ -4,13 +4,16 @@
  * with or without a secret.
  *
  * The input: one byte of flags (bit 0: the client came on agent.sock; bit
- * 1: a secret is configured; bit 2: a group's rundir), one byte for the
+ * 1: a secret is configured; bit 2: a group's rundir; bit 3: a countersign
+ * key is configured; bit 4: every piece carries an fd, a TCP socket bound
+ * to 127.0.0.1:40000, and bit 5 a second one, /dev/null), one byte for the
  * size of the pieces the stream arrives in, then the stream.  After each
  * piece the loop turns until it is idle.  Then the client hangs up and the
  * agent must close its end.  Checked: no crash or leak (ASan), every byte
  * the agent sends an agent client is whole valid frames of an agent's
  * types, every client is gone once closed, the held offers stay within
- * their cap. */
+ * their cap, and no fd passed is kept. */
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,13 +114,46 @@ static void check_frames(const uint8_t *out, size_t n)
 		CHECK(m.type == AGENT_CHALLENGE || m.type == AGENT_AUTH_OK ||
 		      m.type == AGENT_QUERY_ANSWER || m.type == AGENT_OFFER_ANSWER ||
 		      m.type == AGENT_RELAY_ANSWER || m.type == AGENT_TAKE_ANSWER ||
-		      m.type == AGENT_ERROR);
+		      m.type == AGENT_SIGN_ANSWER || m.type == AGENT_ERROR);
 		off += (size_t)r;
 	}
 }
 
+/* A piece of the stream, with fds when there are any (on a Unix stream
+ * they go with its first byte). */
+static ssize_t send_piece(int fd, const uint8_t *p, size_t k, const int *fds, int nfds)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)p, .iov_len = k};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds) {
+		memset(&ctl, 0, sizeof ctl);
+		mh.msg_control = ctl.b;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* The fds open (of the first 1024): an fd the agent kept is one more. */
+static int open_fds(void)
+{
+	int n = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) != -1;
+	return n;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static int pass[2] = {-1, -1};
 	if (size < 2)
 		return 0;
 	if (!shuntd.el) {
@@ -127,7 +163,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		shuntd.client_timeout_ms = 1000;
 		strcpy(shuntd.rundir, "/nonexistent/fuzz");
 		memcpy(shuntd.secret, "a-secret-of-some-length", 24);
+		memcpy(shuntd.csign_key, "a-countersign-key-of-some-length", 32);
+		pass[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(40000),
+					.sin_addr.s_addr = htonl(0x7f000001)};
+		int one = 1;
+		setsockopt(pass[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		(void)bind(pass[0], (struct sockaddr *)&a, sizeof a); /* unbound will do too */
+		pass[1] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		CHECK(pass[0] >= 0 && pass[1] >= 0);
 	}
+	int nfds = data[0] & 16 ? (data[0] & 32 ? 2 : 1) : 0;
+	shuntd.csign_len = data[0] & 8 ? 32 : 0;
 	int is_unix = data[0] & 1;
 	shuntd.secret_len = data[0] & 2 ? 23 : 0;
 	shuntd.rundir_shared = (data[0] & 4) != 0;
@@ -135,6 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 
+	int fds0 = open_fds();
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
 	struct sockaddr_storage peer;
@@ -154,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int closed = 0;
 	for (size_t off = 0; off < size && !closed;) {
 		size_t k = size - off < piece ? size - off : piece;
-		ssize_t w = send(sv[1], data + off, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = send_piece(sv[1], data + off, k, pass, is_unix ? nfds : 0);
 		if (w > 0)
 			off += (size_t)w;
 		turn_until_idle();
@@ -172,6 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	client_close_all();
 	close(sv[1]);
 	CHECK(shuntd.n.open_clients == 0);
+	CHECK(open_fds() == fds0);
 	CHECK(pending_count(PK_OFFER) <= 8192);
 	return 0;
 }

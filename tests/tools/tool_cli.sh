@@ -56,7 +56,8 @@ want=$(printf '%s\n' \
 	"agent_secret = (set) # SHUNT_OPTIONS: item 2" \
 	'agent_secret_file = "" # default' \
 	"agent_cache_s = 30 # default" \
-	"agent_timeout_ms = 250 # default")
+	"agent_timeout_ms = 250 # default" \
+	'countersign_key_file = "" # default')
 got=$(grep -v '^#' "$tmp/show" | grep -v '^rule ' | sed 's/  *#/ #/')
 [[ "$got" == "$want" ]] || fail "config --show keys:
 $got

@@ -267,6 +267,102 @@ Test(frames, take)
 	cr_assert_eq(agent_encode(&m, buf), 0);
 }
 
+/* SIGN (an offer, no signature yet) and its answer (a signature only with
+ * OK); an OFFER carries one, any bytes, through TAKE_ANSWER too. */
+Test(frames, sign)
+{
+	struct agent_msg m = {.type = AGENT_SIGN}, d;
+	uint8_t buf[AGENT_FRAME_MAX];
+	m.u.sign = good_offer();
+	roundtrip(&m);
+	size_t n = enc(&m, buf);
+	cr_assert_eq(n, AGENT_HDR_LEN + AGENT_OFFER_LEN);
+	cr_assert_eq(buf[3], AGENT_SIGN);
+	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
+	cr_assert_eq(memcmp(&d.u.sign, &m.u.sign, sizeof m.u.sign), 0);
+	/* A signature in a request: refused both ways; so is a bad offer. */
+	buf[n - 1] = 1;
+	cr_assert_eq(decode_err(buf, n), AGENT_E_MALFORMED);
+	m.u.sign.csig[31] = 1;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+	m.u.sign = good_offer();
+	m.u.sign.addrlen = 0;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+
+	memset(&m, 0, sizeof m);
+	m.type = AGENT_SIGN_ANSWER;
+	m.u.signed_.status = AGENT_ST_OK;
+	memset(m.u.signed_.csig, 0xc5, AGENT_MAC_LEN);
+	roundtrip(&m);
+	n = enc(&m, buf);
+	cr_assert_eq(n, AGENT_HDR_LEN + AGENT_SIGN_ANSWER_LEN);
+	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
+	cr_assert_eq(memcmp(d.u.signed_.csig, m.u.signed_.csig, AGENT_MAC_LEN), 0);
+	/* Not OK: no signature, all zeros. */
+	m.u.signed_.status = AGENT_ST_NO_KEY;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+	memset(m.u.signed_.csig, 0, AGENT_MAC_LEN);
+	roundtrip(&m);
+	n = enc(&m, buf);
+	buf[n - 1] = 9;
+	cr_assert_eq(decode_err(buf, n), AGENT_E_MALFORMED);
+	m.u.signed_.status = AGENT_ST_END;
+	cr_assert_eq(agent_encode(&m, buf), 0);
+
+	/* The offer's signature travels as it is. */
+	memset(&m, 0, sizeof m);
+	m.type = AGENT_OFFER;
+	m.u.offer = good_offer();
+	memset(m.u.offer.csig, 0x3c, AGENT_MAC_LEN);
+	roundtrip(&m);
+	n = enc(&m, buf);
+	cr_assert_eq(memcmp(buf + AGENT_HDR_LEN + AGENT_OFFER_SIGNED_LEN, m.u.offer.csig,
+			    AGENT_MAC_LEN), 0);
+	cr_assert_eq(agent_decode(buf, n, &d, NULL), (int)n);
+	cr_assert_eq(memcmp(d.u.offer.csig, m.u.offer.csig, AGENT_MAC_LEN), 0);
+}
+
+/* The countersignature covers every field but itself, and the key. */
+Test(countersig, binds_tuple_endpoint_token_key)
+{
+	static const uint8_t key[] = "countersign-key-0123456789";
+	struct agent_offer o = good_offer(), x;
+	uint8_t a[AGENT_MAC_LEN], b[AGENT_MAC_LEN];
+	agent_countersig(key, sizeof key - 1, &o, a);
+	/* Deterministic, and blind to csig and to padding. */
+	x = o;
+	memset(x.csig, 0x77, AGENT_MAC_LEN);
+	memset(x.addr + x.addrlen, 0x55, AGENT_ADDR_MAX - x.addrlen);
+	agent_countersig(key, sizeof key - 1, &x, b);
+	cr_assert_eq(memcmp(a, b, AGENT_MAC_LEN), 0);
+#define DIFFERS(stmt)                                                            \
+	do {                                                                      \
+		x = o;                                                            \
+		stmt;                                                             \
+		agent_countersig(key, sizeof key - 1, &x, b);                     \
+		cr_assert_neq(memcmp(a, b, AGENT_MAC_LEN), 0, "same for: %s", #stmt); \
+	} while (0)
+	DIFFERS(x.tuple.cport++);
+	DIFFERS(x.tuple.sport++);
+	DIFFERS(x.tuple.caddr[15] ^= 1);
+	DIFFERS(x.tuple.saddr[15] ^= 1);
+	DIFFERS(x.addr[3] ^= 1);          /* another endpoint */
+	DIFFERS(x.addrlen--);
+	DIFFERS(x.addr_format = 3);
+	DIFFERS(x.token[0] ^= 1);
+	DIFFERS(x.ring_size <<= 1);
+	DIFFERS(x.provider[0] = 'u');
+	/* Another key; the same key cut short. */
+	agent_countersig((const uint8_t *)"another-key-0123456789", 22, &o, b);
+	cr_assert_neq(memcmp(a, b, AGENT_MAC_LEN), 0);
+	agent_countersig(key, sizeof key - 2, &o, b);
+	cr_assert_neq(memcmp(a, b, AGENT_MAC_LEN), 0);
+	/* Not the challenge-response's MAC under the same key either. */
+	uint8_t n1[AGENT_NONCE_LEN] = {0}, n2[AGENT_NONCE_LEN] = {0};
+	agent_auth_mac((const char *)key, sizeof key - 1, 1, n1, n2, b);
+	cr_assert_neq(memcmp(a, b, AGENT_MAC_LEN), 0);
+}
+
 Test(frames, wire_layout)
 {
 	struct agent_msg m = {.type = AGENT_QUERY};
@@ -274,7 +370,7 @@ Test(frames, wire_layout)
 	m.u.query.addr[15] = 9;
 	m.u.query.port = 0x1234;
 	cr_assert_eq(agent_encode(&m, buf), 26);
-	static const uint8_t want[8] = {'S', 'D', 1, AGENT_QUERY, 0, 0, 0, 18};
+	static const uint8_t want[8] = {'S', 'D', 2, AGENT_QUERY, 0, 0, 0, 18};
 	cr_assert_eq(memcmp(buf, want, 8), 0);
 	cr_assert_eq(buf[8 + 15], 9);
 	cr_assert_eq(buf[24], 0x12);
@@ -285,20 +381,20 @@ Test(frames, header_rejections_as_early_as_possible)
 {
 	cr_assert_eq(decode_err((const uint8_t *)"G", 1), AGENT_E_MALFORMED);
 	cr_assert_eq(decode_err((const uint8_t *)"SX", 2), AGENT_E_MALFORMED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x02", 3), AGENT_E_VERSION);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x00", 4), AGENT_E_MALFORMED);
-	const uint8_t past_last[] = {'S', 'D', 1, AGENT_TYPE_END};
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x03", 3), AGENT_E_VERSION);
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\x00", 4), AGENT_E_MALFORMED);
+	const uint8_t past_last[] = {'S', 'D', AGENT_PROTO_VERSION, AGENT_TYPE_END};
 	cr_assert_eq(decode_err(past_last, 4), AGENT_E_MALFORMED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\xff", 4), AGENT_E_MALFORMED);
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\xff", 4), AGENT_E_MALFORMED);
 	/* Oversized is known from the length alone, before any body. */
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x05\x00\x00\x01\x01", 8),
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\x05\x00\x00\x01\x41", 8),
 		     AGENT_E_OVERSIZED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x05\xff\xff\xff\xff", 8),
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\x05\xff\xff\xff\xff", 8),
 		     AGENT_E_OVERSIZED);
 	/* Each type has one length. */
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x05\x00\x00\x00\x11", 8),
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\x05\x00\x00\x00\x11", 8),
 		     AGENT_E_MALFORMED);
-	cr_assert_eq(decode_err((const uint8_t *)"SD\x01\x01\x00\x00\x00\x00", 8),
+	cr_assert_eq(decode_err((const uint8_t *)"SD\x02\x01\x00\x00\x00\x00", 8),
 		     AGENT_E_MALFORMED);
 }
 
@@ -405,8 +501,8 @@ Test(frames, random_bytes_are_total)
 		for (size_t k = 0; k < n; k++)
 			b[k] = (uint8_t)rand_r(&seed);
 		if (i & 1) { /* a plausible header, so bodies are exercised */
-			b[0] = 'S', b[1] = 'D', b[2] = 1;
-			b[3] = (uint8_t)(1 + rand_r(&seed) % 9);
+			b[0] = 'S', b[1] = 'D', b[2] = AGENT_PROTO_VERSION;
+			b[3] = (uint8_t)(1 + rand_r(&seed) % (AGENT_TYPE_END - 1));
 			b[4] = b[5] = b[6] = 0;
 		}
 		int why = 0;
@@ -479,6 +575,32 @@ Test(secret, file_rules, .fini = rmtmp)
 	c.agent_secret[0] = 0;
 	snprintf(c.agent_secret_file, sizeof c.agent_secret_file, "%s/ok", tmpdir);
 	cr_assert_eq(agent_secret_get(&c, out, sizeof out, err, sizeof err), 23);
+}
+
+/* The countersign key: as a secret file, and its owner us (or root). */
+Test(secret, countersign_key_file, .fini = rmtmp)
+{
+	char out[AGENT_SECRET_MAX + 1], err[256];
+	cr_assert_not_null(mkdtemp(tmpdir));
+	const char *p = put_file("key", "countersign-key-0123456789\n", 0600);
+	cr_assert_eq(agent_countersign_key_read(p, out, sizeof out, err, sizeof err), 26);
+	cr_assert_str_eq(out, "countersign-key-0123456789");
+	p = put_file("group", "countersign-key-0123456789\n", 0640);
+	cr_assert_eq(agent_countersign_key_read(p, out, sizeof out, err, sizeof err), -1);
+	cr_assert(strstr(err, "countersign_key_file"), "%s", err);
+	cr_assert(strstr(err, "group or others"), "%s", err);
+	p = put_file("world", "countersign-key-0123456789\n", 0604);
+	cr_assert_eq(agent_countersign_key_read(p, out, sizeof out, err, sizeof err), -1);
+	p = put_file("short", "0123\n", 0600);
+	cr_assert_eq(agent_countersign_key_read(p, out, sizeof out, err, sizeof err), -1);
+	cr_assert(strstr(err, "key must be"), "%s", err);
+	/* Another user's file (as root: give it away) is refused. */
+	if (geteuid() == 0) {
+		p = put_file("theirs", "countersign-key-0123456789\n", 0600);
+		cr_assert_eq(chown(p, 65534, 65534), 0);
+		cr_assert_eq(agent_countersign_key_read(p, out, sizeof out, err, sizeof err), -1);
+		cr_assert(strstr(err, "this user"), "%s", err);
+	}
 }
 
 Test(names, all_named)

@@ -1452,6 +1452,7 @@ Test(value, every_key_of_the_table)
 		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size",
 		"fabric_provider", "fabric_load_wait_ms", "agent_port", "default_transport",
 		"offer_timeout_ms", "agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
+		"countersign_key_file",
 	};
 	unsigned n = 0;
 	char buf[64];
