@@ -39,6 +39,7 @@
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
+#include "core/shunt_registry.h"
 #include "core/shunt_stats.h"
 #include "core/shunt_transport.h"
 #include "core/shunt_tuple.h"
@@ -387,6 +388,7 @@ int shm_broker_setid(int phase)
 		shm_names_ready();
 		shm_pending_prepare();
 		shunt_stats_prepare();
+		(void)shunt_netns(); /* published in offers' headers */
 		return 0;
 	}
 	pid_t me = shunt_pid();
