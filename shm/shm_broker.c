@@ -227,13 +227,17 @@ static int start(int ch)
 	if (pthread_attr_init(&at))
 		return -1;
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, 64 * 1024);
+	/* (The default stack: a small one must still hold every library's
+	 * static TLS, which glibc puts there, and fails where that is big.
+	 * Only the pages it touches are memory.) */
 	/* The application's signals go to its own threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&th, &at, serve, (void *)(intptr_t)ch);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&at);
+	if (rc)
+		errno = rc;
 	return rc ? -1 : 0;
 }
 
@@ -272,7 +276,7 @@ void shm_broker_fork(int phase)
 			/* The child finds the channel closed and refuses. */
 			shunt_fd_release(fork_pair[0]);
 			shunt_fd_release(fork_pair[1]);
-			SHUNT_WARN("no broker thread for workers that drop privileges: %s",
+			SHUNT_INFO("no broker thread for workers that drop privileges: %s",
 				   strerror(errno));
 		} else {
 			if (chan_fd >= 0 && chan_holder == me)
