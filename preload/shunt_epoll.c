@@ -41,6 +41,11 @@
 #define MARK_MASK 0xffff000000000000ull
 #define MARK_WAKE 0x0000000100000000ull
 #define MARK_NEST 0x0000000200000000ull /* the set's own nest eventfd */
+/* A wake fd's index in its item's wake[], so the one that fired is the one
+ * drained. */
+#define MARK_WIDX_SHIFT 34
+#define MARK_WIDX_MASK (0x3ull << MARK_WIDX_SHIFT)
+_Static_assert(SHUNT_ARM_MAX <= 4, "a wake index fits its two bits");
 /* The kernel allows 5 levels of epoll nesting; a deeper walk means our
  * record of the nesting is stale. */
 #define NEST_DEPTH_MAX 6
@@ -273,8 +278,10 @@ static int kernel_add(int ep, int fd, struct item *it)
 	for (int i = 0; i < m; i++) {
 		if (w[i].fd == fd)
 			continue;
-		struct epoll_event we = {.events = EPOLLIN,
-					 .data.u64 = MARK | MARK_WAKE | (unsigned)fd};
+		struct epoll_event we = {
+			.events = EPOLLIN,
+			.data.u64 = MARK | MARK_WAKE | ((uint64_t)it->nwake << MARK_WIDX_SHIFT) |
+				    (unsigned)fd};
 		if (REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, w[i].fd, &we) < 0 && errno != EEXIST) {
 			int err = errno;
 			REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
@@ -684,14 +691,23 @@ static void nest_seen(struct epset *s)
 	nest_set(s, 0);
 }
 
-/* Drain a wake fd, or note that the socket spoke (FIN, RST, replay). */
-static void wake_seen(struct item *it, uint64_t wake)
+/* Drain the wake fd that fired (the one registered in the kernel set, as
+ * the kernel reports it), or note that the socket spoke (FIN, RST,
+ * replay).  A wake fd left undrained would be reported at every wait. */
+static void wake_seen(struct item *it, uint64_t data)
 {
+	if (data & MARK_WAKE) {
+		unsigned i = (unsigned)((data & MARK_WIDX_MASK) >> MARK_WIDX_SHIFT);
+		char b[64];
+		if (i < (unsigned)it->nwake)
+			REAL(recv)(it->wake[i], b, sizeof b, MSG_DONTWAIT);
+		return;
+	}
 	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
 	int m = it->c->ops->arm(it->c, POLLIN | POLLOUT, w, &ms);
 	for (int j = 0; j < m; j++)
-		w[j].revents = (short)((w[j].fd == it->fd) == !wake ? POLLIN : 0);
+		w[j].revents = (short)(w[j].fd == it->fd ? POLLIN : 0);
 	it->c->ops->disarm(it->c, POLLIN | POLLOUT, w, m);
 }
 
@@ -716,7 +732,7 @@ static int take_kernel(struct epset *s, struct epoll_event *kev, int kn,
 				kernel_del_wakes(ep_of(s), it);
 				drop(s, it);
 			} else if (it) {
-				wake_seen(it, kev[i].data.u64 & MARK_WAKE);
+				wake_seen(it, kev[i].data.u64);
 			}
 			continue;
 		}
@@ -976,8 +992,14 @@ void shunt_epoll_forget(int fd)
 			continue;
 		pthread_mutex_lock(&x->mu);
 		struct item *it = find(x, fd);
-		if (it && it->c == e->conn)
+		if (it && it->c == e->conn) {
+			/* The kernel drops the socket's registration with the
+			 * file; the wake fds live on (kept for the next
+			 * connection), and would report its wakeups here, for
+			 * an fd number that is no longer theirs. */
+			kernel_del_wakes(ep, it);
 			drop(x, it);
+		}
 		pthread_mutex_unlock(&x->mu);
 	}
 }
