@@ -75,14 +75,7 @@ t_signed() {
 	agent_with A
 	agent_with B
 	assert_metric A shuntd_countersign_required '' 1
-	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 2
-	local spid=$BG_PID
-	wait_file "$PDIR/port" "$spid"
-	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns 2 --bytes 300000 \
-		>"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
-	wait_exit "$spid" 30 || die "echo_server failed"
-	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
-	grep -q '^PASS echo_server conns=2' "$PDIR/server.out" || die "no PASS from echo_server"
+	echo_a_to_b 300000
 	check_logs
 	assert_conns fabric echo_client client 2
 	assert_conns fabric echo_server server 2
@@ -233,13 +226,7 @@ t_nokey() {
 	agent_with A
 	agent_with B
 	assert_metric A shuntd_countersign_required '' 0
-	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 2
-	local spid=$BG_PID
-	wait_file "$PDIR/port" "$spid"
-	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns 2 --bytes 100000 \
-		>"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
-	wait_exit "$spid" 30 || die "echo_server failed"
-	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	echo_a_to_b 100000
 	check_logs
 	assert_kernel_conns echo_client client 2 declined
 	assert_kernel_conns echo_server server 2 no-peer-shim

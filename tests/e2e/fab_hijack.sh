@@ -32,13 +32,7 @@ t_source() {
 	ip -n "$NSB" route change 198.18.0.0/24 dev "$dev" src "$ADDR_B2"
 	agent_on A
 	agent_on B
-	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 2
-	local spid=$BG_PID
-	wait_file "$PDIR/port" "$spid"
-	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns 2 --bytes 300000 \
-		>"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
-	wait_exit "$spid" 30 || die "echo_server failed"
-	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	echo_a_to_b 300000
 	check_logs
 	assert_conns fabric echo_client client 2
 	assert_conns fabric echo_server server 2

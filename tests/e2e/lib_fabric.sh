@@ -104,6 +104,19 @@ on_run() {
 # The port a server bound, written by --port-file.
 port_of() { cat "$PDIR/${1:-port}"; }
 
+# echo_a_to_b BYTES: echo_server on B (2 connections), echo_client on A
+# sending BYTES over each; both must finish with PASS, every byte checked.
+echo_a_to_b() {
+	on_bg B server "$PROGS/echo_server" --host "$ADDR_B" --port-file "$PDIR/port" --conns 2
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_run A "$PROGS/echo_client" --host "$ADDR_B" --port "$(port_of)" --conns 2 --bytes "$1" \
+		>"$PDIR/client.out" 2>"$PDIR/client.err" || die "echo_client failed"
+	wait_exit "$spid" 30 || die "echo_server failed"
+	grep -q '^PASS echo_client' "$PDIR/client.out" || die "no PASS from echo_client"
+	grep -q '^PASS echo_server conns=2' "$PDIR/server.out" || die "no PASS from echo_server"
+}
+
 # ---- hold_echo (tests/progs): connections held open across events, driven
 # by commands.  hold_start starts its server on B and its client on A, each
 # reading commands from a fifo (fds 3/4: server in/out, 5/6: client
