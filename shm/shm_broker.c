@@ -129,8 +129,8 @@ static int open_for(const char *target, int sock, int *why)
 	struct shunt_tuple t, ht;
 	*why = SHUNT_R_BAD_OFFER;
 	if (fstat(sock, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    getsockopt(sock, SOL_SOCKET, SO_TYPE, &t2, &tl) < 0 || t2 != SOCK_STREAM ||
-	    getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &v, &vl) < 0 || v != IPPROTO_TCP ||
+	    REAL(getsockopt)(sock, SOL_SOCKET, SO_TYPE, &t2, &tl) < 0 || t2 != SOCK_STREAM ||
+	    REAL(getsockopt)(sock, SOL_SOCKET, SO_PROTOCOL, &v, &vl) < 0 || v != IPPROTO_TCP ||
 	    getpeername(sock, (struct sockaddr *)&peer, &pl) < 0 ||
 	    shunt_tuple_accepted(&t, sock, (struct sockaddr *)&peer) < 0)
 		return -1;

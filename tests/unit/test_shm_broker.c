@@ -159,4 +159,7 @@ Test(shm_broker, a_worker_that_dropped_privileges_takes_its_own_rings_only)
 	cr_assert_eq(shunt_registry_lookup(shunt_rundir(), (struct sockaddr *)&p1.dst),
 		     SHUNT_REG_LOCAL);
 	unlink(path);
+	pair_close_fd(p1.cfd);
+	pair_close_fd(p2.cfd);
+	pair_close_fd(p1.lfd);
 }
