@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent_hmac.h"
+#include "core/shunt_fdpass.h"
 #include "core/shunt_registry.h"
 #include "core/shunt_tuple.h"
 #include "shuntd.h"
@@ -478,29 +479,15 @@ static ssize_t client_read(struct client *c)
 {
 	if (!c->is_unix)
 		return recv(c->fd, c->in + c->nin, sizeof c->in - c->nin, MSG_DONTWAIT);
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(8 * sizeof(int))];
-	} ctl;
-	struct iovec iov = {.iov_base = c->in + c->nin, .iov_len = sizeof c->in - c->nin};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-			    .msg_controllen = sizeof ctl.b};
+	int fds[SHUNT_FDPASS_MAX], nfd;
 	int at_start = c->nin == 0;
-	ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (r < 0)
-		return r;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n; i++) {
-			int pfd;
-			memcpy(&pfd, CMSG_DATA(h) + i * sizeof(int), sizeof pfd);
-			if (at_start && r > 0 && c->passed_fd < 0)
-				c->passed_fd = pfd;
-			else
-				close(pfd);
-		}
+	ssize_t r = shunt_recv_fds(c->fd, c->in + c->nin, sizeof c->in - c->nin, MSG_DONTWAIT, fds,
+				   SHUNT_FDPASS_MAX, &nfd, NULL);
+	for (int i = 0; i < nfd; i++) {
+		if (at_start && r > 0 && c->passed_fd < 0)
+			c->passed_fd = fds[i];
+		else
+			close(fds[i]);
 	}
 	return r;
 }

@@ -28,6 +28,7 @@
 #include "agent/agent_proto.h"
 #include "core/shunt_clock.h"
 #include "core/shunt_core.h"
+#include "core/shunt_fdpass.h"
 #include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
@@ -589,26 +590,13 @@ static int send_sign(struct link *l, const struct agent_msg *m, int sock)
 {
 	uint8_t buf[AGENT_FRAME_MAX];
 	size_t n = agent_encode(m, buf);
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	memset(&ctl, 0, sizeof ctl);
-	struct iovec iov = {.iov_base = buf, .iov_len = n};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-			    .msg_controllen = sizeof ctl.b};
-	struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &sock, sizeof sock);
 	if (!n)
 		return -1;
 	/* A frame is far below a Unix socket's buffer: one call sends it
 	 * whole, or the agent is not keeping up and we go unsigned. */
 	ssize_t w;
 	do
-		w = REAL(sendmsg)(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = shunt_send_fds(l->fd, buf, n, &sock, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (w < 0 && errno == EINTR);
 	return w == (ssize_t)n ? 0 : -1;
 }

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core/shunt_core.h"
+#include "core/shunt_fdpass.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -98,23 +99,7 @@ static void close_all(const int *fds, int n)
 static void answer(int to, int status, int fd)
 {
 	struct broker_ans a = {.magic = BROKER_MAGIC, .status = status};
-	struct iovec iov = {&a, sizeof a};
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (fd >= 0) {
-		memset(&u, 0, sizeof u);
-		m.msg_control = u.b;
-		m.msg_controllen = sizeof u.b;
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	REAL(sendmsg)(to, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shunt_send_fds(to, &a, sizeof a, &fd, fd >= 0, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* The arena of target for the connection on sock, checked: an fd, or -1
@@ -162,30 +147,18 @@ fail:
 static void serve_one(int ch)
 {
 	struct broker_req r;
-	struct iovec iov = {&r, sizeof r};
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(4 * sizeof(int))];
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			   .msg_controllen = sizeof u.b};
-	ssize_t n = REAL(recvmsg)(ch, &m, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
+	int fds[SHUNT_FDPASS_MAX], nfd, cut;
+	ssize_t n = shunt_recv_fds(ch, &r, sizeof r, 0, fds, SHUNT_FDPASS_MAX, &nfd, &cut);
+	if (n <= 0) {
+		close_all(fds, nfd);
 		return;
+	}
 	/* Every descriptor that came is closed whatever the request: a
 	 * child can send anything. */
-	int fds[8], nfd = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k && nfd < 8; i++)
-			memcpy(&fds[nfd++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	}
 	int want = n == (ssize_t)sizeof r && r.magic == BROKER_MAGIC
 			   ? r.op == BROKER_PING ? 1 : r.op == BROKER_OPEN ? 2 : 0
 			   : 0;
-	if (!want || nfd != want || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+	if (!want || nfd != want || cut) {
 		close_all(fds, nfd);
 		return;
 	}
@@ -322,21 +295,8 @@ static int ask(int op, const char *target, int sock, int *fd, int timeout_ms)
 		snprintf(r.target, sizeof r.target, "%s", target);
 	int send_fds[2] = {p[1], sock};
 	int nsend = op == BROKER_OPEN ? 2 : 1;
-	struct iovec iov = {&r, sizeof r};
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(2 * sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof u);
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			   .msg_controllen = CMSG_SPACE((size_t)nsend * sizeof(int))};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN((size_t)nsend * sizeof(int));
-	memcpy(CMSG_DATA(c), send_fds, (size_t)nsend * sizeof(int));
 	int status = -1;
-	ssize_t n = REAL(sendmsg)(chan_fd, &m, MSG_NOSIGNAL);
+	ssize_t n = shunt_send_fds(chan_fd, &r, sizeof r, send_fds, nsend, MSG_NOSIGNAL);
 	REAL(close)(p[1]);
 	if (n != (ssize_t)sizeof r)
 		goto out;
@@ -347,20 +307,15 @@ static int ask(int op, const char *target, int sock, int *fd, int timeout_ms)
 	if (pr <= 0 || !(pf.revents & POLLIN))
 		goto out;
 	struct broker_ans a;
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} v;
-	struct iovec aiov = {&a, sizeof a};
-	struct msghdr am = {.msg_iov = &aiov, .msg_iovlen = 1, .msg_control = v.b,
-			    .msg_controllen = sizeof v.b};
-	n = REAL(recvmsg)(p[0], &am, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n != (ssize_t)sizeof a || a.magic != BROKER_MAGIC)
+	int got[SHUNT_FDPASS_MAX], ngot;
+	n = shunt_recv_fds(p[0], &a, sizeof a, MSG_DONTWAIT, got, SHUNT_FDPASS_MAX, &ngot, NULL);
+	if (n != (ssize_t)sizeof a || a.magic != BROKER_MAGIC || ngot > 1) {
+		for (int i = 0; i < ngot; i++)
+			REAL(close)(got[i]);
 		goto out;
-	for (struct cmsghdr *k = CMSG_FIRSTHDR(&am); k; k = CMSG_NXTHDR(&am, k))
-		if (k->cmsg_level == SOL_SOCKET && k->cmsg_type == SCM_RIGHTS &&
-		    k->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(fd, CMSG_DATA(k), sizeof(int));
+	}
+	if (ngot == 1)
+		*fd = got[0];
 	status = a.status;
 	if (status != 0 && *fd >= 0) {
 		REAL(close)(*fd);
