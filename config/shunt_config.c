@@ -322,6 +322,12 @@ static int copy_path(char *dst, const char *v, size_t n)
 	return 0;
 }
 
+/* copy_path, for settings that take an absolute path or "" (unset). */
+static int copy_abs_path(char *dst, const char *v, size_t n)
+{
+	return (n && v[0] != '/') || copy_path(dst, v, n);
+}
+
 static int add_rule(struct shunt_config *c, const char *text, size_t n,
 		    unsigned line, const char *origin, char *err, size_t errlen)
 {
@@ -446,7 +452,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		return 0;
 
 	case K_RUNDIR:
-		if ((vn && val[0] != '/') || copy_path(c->rundir, val, vn))
+		if (copy_abs_path(c->rundir, val, vn))
 			return fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
@@ -541,7 +547,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		return 0;
 
 	case K_AGENT_SECRET_FILE:
-		if ((vn && val[0] != '/') || copy_path(c->agent_secret_file, val, vn))
+		if (copy_abs_path(c->agent_secret_file, val, vn))
 			return fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
@@ -551,7 +557,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_COUNTERSIGN_KEY_FILE:
 		/* shuntd's alone: read by the agent, never by a shim. */
-		if ((vn && val[0] != '/') || copy_path(c->countersign_key_file, val, vn))
+		if (copy_abs_path(c->countersign_key_file, val, vn))
 			return fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
