@@ -66,6 +66,14 @@ int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running)
 	return ncpus < 2 || others + 2 > ncpus;
 }
 
+int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int runnable, unsigned ncpus)
+{
+	if ((why != SHUNT_SPIN_SAME_CPU && !unknown) || runnable < 0)
+		return 0;
+	unsigned others = runnable > 2 ? (unsigned)runnable - 2 : 0;
+	return others < ncpus;
+}
+
 void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns, int ready,
 		      enum shunt_spin_verdict why)
 {

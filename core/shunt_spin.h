@@ -89,6 +89,19 @@ enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int 
  * leave no CPU free for both of us among ncpus. */
 int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running);
 
+/* 1 when a wait that will not spin should give its CPU away with
+ * sched_yield() rather than sleep: only for a peer on our CPU (why is
+ * SHUNT_SPIN_SAME_CPU, or unknown: the peer has not said where it runs),
+ * and only while our CPU can be holding no one but the two of us: the
+ * runnable tasks besides us and the peer (runnable counts all, us
+ * included; < 0 unknown) are fewer than the CPUs, so each may have one
+ * that is not ours.  A yield puts us behind every runnable task of the
+ * CPU, not only the peer, and forfeits our slice: where others wait for
+ * it we come back after their slices, long after the answer
+ * (oversubscribed, the 64 B p99 went to 4x kernel TCP's).  A sleep is
+ * woken by the answer itself. */
+int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int runnable, unsigned ncpus);
+
 /* After a wait: spun is how long it spun, ready whether the spin saw it
  * ready, why what stopped it (SHUNT_SPIN_ON when ready). */
 void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns,

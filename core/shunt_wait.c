@@ -20,17 +20,21 @@
 #include "shunt_spin.h"
 
 /* A peer runnable on our CPU (it runs there, or we just woke it there)
- * needs that CPU, not our spin.  One yield gives it: the scheduler puts us
- * behind the runnable tasks of this CPU, the peer answers, and we find the
- * answer with no sleep and no wakeup for it to pay.  Once only: if the CPU
- * went to someone else, a sleep is the next step, not another spin (each
- * end yielding in turn against a busy neighbour is what costs 2x).
- * Returns 1 when it yielded (look again). */
-static int handoff(enum shunt_spin_verdict why)
+ * needs that CPU, not our spin.  One yield gives it, when nobody else
+ * waits for the CPU (shunt_spin_yield_ok): the peer answers, and we find
+ * the answer with no sleep and no wakeup for it to pay.  Once only: if
+ * the CPU went to someone else, a sleep is the next step, not another
+ * spin (each end yielding in turn against a busy neighbour is what costs
+ * 2x).  Returns 1 (look again). */
+static int runnable_sample(unsigned *ncpus);
+static int handoff(enum shunt_spin_verdict why, int unknown)
 {
-	if (why != SHUNT_SPIN_SAME_CPU)
-		return 1; /* (the caller looks once more anyway) */
-	sched_yield();
+	if (why != SHUNT_SPIN_SAME_CPU && !unknown)
+		return 1;
+	unsigned ncpus = 1;
+	int r = runnable_sample(&ncpus);
+	if (shunt_spin_yield_ok(why, unknown, r, ncpus))
+		sched_yield();
 	return 1;
 }
 
@@ -63,24 +67,33 @@ static int runnable_now(void)
 	return p ? atoi(p + 1) : -1;
 }
 
-/* (Racy statics: a stale answer costs a spin or a sleep, never a byte.) */
-int shunt_spin_crowded_now(int peer_running)
+/* The runnable count, sampled at most every SHUNT_CROWD_SAMPLE_NS, and
+ * the CPUs online.  (Racy statics: a stale answer costs a spin, a yield or
+ * a sleep, never a byte.) */
+static int runnable_sample(unsigned *ncpus)
 {
 	static uint64_t next;
-	static int last;
-	static unsigned ncpus;
+	static int last = -1;
+	static unsigned n;
+	if (!__atomic_load_n(&n, __ATOMIC_RELAXED)) {
+		long k = sysconf(_SC_NPROCESSORS_ONLN);
+		__atomic_store_n(&n, k > 0 ? (unsigned)k : 1u, __ATOMIC_RELAXED);
+	}
+	*ncpus = __atomic_load_n(&n, __ATOMIC_RELAXED);
 	uint64_t now = shunt_now_ns();
 	if (now < __atomic_load_n(&next, __ATOMIC_RELAXED))
 		return __atomic_load_n(&last, __ATOMIC_RELAXED);
 	__atomic_store_n(&next, now + SHUNT_CROWD_SAMPLE_NS, __ATOMIC_RELAXED);
-	if (!ncpus) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		ncpus = n > 0 ? (unsigned)n : 1;
-	}
 	int r = runnable_now();
-	int v = r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
-	__atomic_store_n(&last, v, __ATOMIC_RELAXED);
-	return v;
+	__atomic_store_n(&last, r, __ATOMIC_RELAXED);
+	return r;
+}
+
+int shunt_spin_crowded_now(int peer_running)
+{
+	unsigned ncpus;
+	int r = runnable_sample(&ncpus);
+	return r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
 }
 
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
@@ -118,7 +131,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 	int cpu = sched_getcpu();
 	int w = worth(arg, cpu);
 	if (w != SHUNT_WORTH_SPIN)
-		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU) && ready(arg);
+		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU, 0) && ready(arg);
 	uint64_t t0 = shunt_now_ns();
 	enum shunt_spin_verdict why = SHUNT_SPIN_BUDGET;
 	int ok = 0;
@@ -139,7 +152,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 		}
 	}
 	shunt_spin_learn(&st, cap, shunt_now_ns() - t0, ok, ok ? SHUNT_SPIN_ON : why);
-	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why) && ready(arg));
+	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why, 0) && ready(arg));
 }
 
 /* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
@@ -190,7 +203,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		/* The peer has not said where it runs (a server that has not
 		 * accepted yet): it may be queued on our CPU, waiting for the
 		 * very slice a spin would burn.  Let it run first. */
-		sched_yield();
+		handoff(why, 1);
 		if (conn_ready(a))
 			return 1;
 	}
@@ -199,7 +212,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		 * off at once.  The budget stays: this was the placement. */
 		if (mine && budget)
 			shunt_spin_learn(&c->spin, cap, 0, 0, why);
-		return handoff(why) && conn_ready(a);
+		return handoff(why, 0) && conn_ready(a);
 	}
 	if (mine)
 		shunt_presence_set(mine, SHUNT_AT_SPIN, cpu);
@@ -221,7 +234,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	}
 	if (mine)
 		shunt_spin_learn(&c->spin, cap, shunt_now_ns() - t0, ready, why);
-	return ready || (handoff(why) && conn_ready(a));
+	return ready || (handoff(why, 0) && conn_ready(a));
 }
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)

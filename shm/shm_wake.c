@@ -307,7 +307,7 @@ static int bind_named(const struct sockaddr_un *a, socklen_t len)
 static int bind_one(struct shm_conn *c, int role)
 {
 	struct sockaddr_un a;
-	socklen_t len;
+	socklen_t len = 0; /* set by wake_addr where it is used (named) */
 	if (!c->wake_abs && wake_addr(&a, &len, c->key, c->side, role) < 0)
 		return -1;
 	int rc = 0;

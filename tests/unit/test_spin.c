@@ -109,3 +109,24 @@ Test(spin, crowded_when_others_want_the_cpus)
 	shunt_spin_learn(&s, CAP, 100, 0, SHUNT_SPIN_CROWDED);
 	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
 }
+
+Test(spin, yields_only_while_our_cpu_can_hold_just_the_pair)
+{
+	/* Us, the peer and one busy neighbour on 2 CPUs: the neighbour can
+	 * have the other CPU, a yield reaches the peer. */
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 3, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 2, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 2, 2), "a peer that has not said where");
+	/* Two others on 2 CPUs (oversubscribed): one may be queued on ours,
+	 * and a yield would put us behind it. */
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 4, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 8, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 2, 1), "alone with the peer on 1 CPU");
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 3, 1));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, -1, 2), "count unknown");
+	/* Asleep, stalled, out of budget: the peer is not on our CPU. */
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_ASLEEP, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_STALLED, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_BUDGET, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_CROWDED, 0, 2, 2));
+}
