@@ -152,6 +152,10 @@ struct shunt_conn {
 			      calls were still in flight; 0: none */
 	struct shunt_spin_state spin; /* what this end's waits have taught it */
 	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
+	uint64_t wait_mark[2]; /* [0] bytes_out at the last wait for input, [1]
+				  bytes_in at the last wait for output: the
+				  same now, and the wait continues a one-way
+				  stream (shunt_spin_yield_ok) */
 	struct shunt_conn *pool_next; /* in its pool while dead */
 };
 

@@ -66,9 +66,14 @@ int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running)
 	return ncpus < 2 || others + 2 > ncpus;
 }
 
-int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int runnable, unsigned ncpus)
+int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, int runnable,
+			unsigned ncpus)
 {
-	if ((why != SHUNT_SPIN_SAME_CPU && !unknown) || runnable < 0)
+	if (why != SHUNT_SPIN_SAME_CPU && !unknown)
+		return 0;
+	if (why == SHUNT_SPIN_SAME_CPU && oneway)
+		return 1;
+	if (runnable < 0)
 		return 0;
 	unsigned others = runnable > 2 ? (unsigned)runnable - 2 : 0;
 	return others < ncpus;

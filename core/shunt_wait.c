@@ -27,13 +27,13 @@
  * spin (each end yielding in turn against a busy neighbour is what costs
  * 2x).  Returns 1 (look again). */
 static int runnable_sample(unsigned *ncpus);
-static int handoff(enum shunt_spin_verdict why, int unknown)
+static int handoff(enum shunt_spin_verdict why, int unknown, int oneway)
 {
 	if (why != SHUNT_SPIN_SAME_CPU && !unknown)
 		return 1;
 	unsigned ncpus = 1;
-	int r = runnable_sample(&ncpus);
-	if (shunt_spin_yield_ok(why, unknown, r, ncpus))
+	int r = (why == SHUNT_SPIN_SAME_CPU && oneway) ? 0 : runnable_sample(&ncpus);
+	if (shunt_spin_yield_ok(why, unknown, oneway, r, ncpus))
 		sched_yield();
 	return 1;
 }
@@ -131,7 +131,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 	int cpu = sched_getcpu();
 	int w = worth(arg, cpu);
 	if (w != SHUNT_WORTH_SPIN)
-		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU, 0) && ready(arg);
+		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU, 0, 0) && ready(arg);
 	uint64_t t0 = shunt_now_ns();
 	enum shunt_spin_verdict why = SHUNT_SPIN_BUDGET;
 	int ok = 0;
@@ -152,7 +152,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 		}
 	}
 	shunt_spin_learn(&st, cap, shunt_now_ns() - t0, ok, ok ? SHUNT_SPIN_ON : why);
-	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why, 0) && ready(arg));
+	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why, 0, 0) && ready(arg));
 }
 
 /* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
@@ -184,7 +184,7 @@ static int conn_ready(void *p)
 
 /* Spin while spinning pays (core/shunt_spin.h): 1 when c is ready. */
 static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_presence *peer,
-		struct shunt_presence *mine, int cpu)
+		struct shunt_presence *mine, int cpu, int oneway)
 {
 	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
 	uint64_t budget = mine ? shunt_spin_budget(&c->spin, cap) : cap;
@@ -193,6 +193,9 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
 	if (c->waits < SHUNT_SPIN_YOUNG_WAITS) {
+		/* The peer's setup (core/shunt_spin.h): hand it our CPU
+		 * rather than sleep, whatever the crowd. */
+		oneway = 1;
 		c->waits++;
 		if (why == SHUNT_SPIN_ON && peer &&
 		    shunt_spin_crowded_now(__atomic_load_n(&peer->where, __ATOMIC_RELAXED) !=
@@ -203,7 +206,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		/* The peer has not said where it runs (a server that has not
 		 * accepted yet): it may be queued on our CPU, waiting for the
 		 * very slice a spin would burn.  Let it run first. */
-		handoff(why, 1);
+		handoff(why, 1, 0);
 		if (conn_ready(a))
 			return 1;
 	}
@@ -212,7 +215,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		 * off at once.  The budget stays: this was the placement. */
 		if (mine && budget)
 			shunt_spin_learn(&c->spin, cap, 0, 0, why);
-		return handoff(why, 0) && conn_ready(a);
+		return handoff(why, 0, oneway) && conn_ready(a);
 	}
 	if (mine)
 		shunt_presence_set(mine, SHUNT_AT_SPIN, cpu);
@@ -234,7 +237,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	}
 	if (mine)
 		shunt_spin_learn(&c->spin, cap, shunt_now_ns() - t0, ready, why);
-	return ready || (handoff(why, 0) && conn_ready(a));
+	return ready || (handoff(why, 0, oneway) && conn_ready(a));
 }
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
@@ -244,10 +247,15 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	struct shunt_presence *mine = NULL;
 	const struct shunt_presence *peer = ops->presence ? ops->presence(c, &mine) : NULL;
 	int cpu = mine ? sched_getcpu() : -1;
+	/* Has anything gone the other way since this end last waited in this
+	 * direction?  (Plain reads: a thread sharing the end may race, and a
+	 * wrong guess costs a yield or a sleep, never a byte.) */
+	int in = (ev & POLLOUT) == 0;
+	int oneway = shunt_spin_oneway(&c->wait_mark[!in], in ? c->bytes_out : c->bytes_in);
 	/* Not asked again after a spin that saw it ready: for a transport
 	 * whose readiness test calls into a provider, that is a system call
 	 * between the data and the application. */
-	if (spin(c, &a, peer, mine, cpu)) {
+	if (spin(c, &a, peer, mine, cpu, oneway)) {
 		if (mine)
 			shunt_presence_set(mine, SHUNT_AT_APP, cpu);
 		SHUNT_STAT_ADD(c, spin_hits, 1);

@@ -110,23 +110,49 @@ Test(spin, crowded_when_others_want_the_cpus)
 	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
 }
 
-Test(spin, yields_only_while_our_cpu_can_hold_just_the_pair)
+Test(spin, an_exchange_yields_only_while_our_cpu_can_hold_just_the_pair)
 {
 	/* Us, the peer and one busy neighbour on 2 CPUs: the neighbour can
 	 * have the other CPU, a yield reaches the peer. */
-	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 3, 2));
-	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 2, 2));
-	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 2, 2), "a peer that has not said where");
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, 3, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, 2, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 0, 2, 2), "a peer that has not said where");
 	/* Two others on 2 CPUs (oversubscribed): one may be queued on ours,
 	 * and a yield would put us behind it. */
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 4, 2));
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 8, 2));
-	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 2, 1), "alone with the peer on 1 CPU");
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 3, 1));
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, -1, 2), "count unknown");
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, 4, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 0, 8, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, 2, 1), "alone with the peer on 1 CPU");
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, 3, 1));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 0, -1, 2), "count unknown");
 	/* Asleep, stalled, out of budget: the peer is not on our CPU. */
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_ASLEEP, 0, 2, 2));
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_STALLED, 0, 2, 2));
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_BUDGET, 0, 2, 2));
-	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_CROWDED, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_ASLEEP, 0, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_STALLED, 0, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_BUDGET, 0, 0, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_CROWDED, 0, 0, 2, 2));
+}
+
+Test(spin, a_one_way_stream_yields_to_a_peer_here_whatever_the_crowd)
+{
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 1, 8, 2));
+	cr_assert(shunt_spin_yield_ok(SHUNT_SPIN_SAME_CPU, 0, 1, -1, 2));
+	/* Only a peer known to be here. */
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_ON, 1, 1, 8, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_PEER_ASLEEP, 0, 1, 2, 2));
+	cr_assert(!shunt_spin_yield_ok(SHUNT_SPIN_BUDGET, 0, 1, 2, 2));
+}
+
+/* A ping-pong client waits for input after each request; a stream's
+ * reader waits for input with nothing sent in between. */
+Test(spin, oneway_is_nothing_the_other_way_since_the_last_wait)
+{
+	uint64_t mark = 0, out = 0;
+	out += 64; /* request */
+	cr_assert(!shunt_spin_oneway(&mark, out));
+	out += 64;
+	cr_assert(!shunt_spin_oneway(&mark, out));
+	/* Now a reader only. */
+	cr_assert(shunt_spin_oneway(&mark, out));
+	cr_assert(shunt_spin_oneway(&mark, out));
+	out += 1;
+	cr_assert(!shunt_spin_oneway(&mark, out));
 }
