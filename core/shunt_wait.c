@@ -344,8 +344,10 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 		rc = 0;
 		break;
 	}
+	/* Where the scheduler woke us, which need not be where we slept: the
+	 * peer's spin decisions read it (one vDSO call per sleep). */
 	if (mine)
-		shunt_presence_set(mine, SHUNT_AT_APP, cpu);
+		shunt_presence_set(mine, SHUNT_AT_APP, sched_getcpu());
 	return rc;
 }
 
