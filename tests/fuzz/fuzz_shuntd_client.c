@@ -22,6 +22,7 @@
 
 #include "agent/shuntd.h"
 #include "agent/shuntd_pending.h"
+#include "core/shunt_fdpass.h"
 #include "core/shunt_registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -123,23 +124,7 @@ static void check_frames(const uint8_t *out, size_t n)
  * they go with its first byte). */
 static ssize_t send_piece(int fd, const uint8_t *p, size_t k, const int *fds, int nfds)
 {
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(2 * sizeof(int))];
-	} ctl;
-	struct iovec iov = {.iov_base = (void *)p, .iov_len = k};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds) {
-		memset(&ctl, 0, sizeof ctl);
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
-	}
-	return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return shunt_send_fds(fd, p, k, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* The fds open (of the first 1024): an fd the agent kept is one more. */
