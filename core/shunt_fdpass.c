@@ -1,6 +1,7 @@
 /* Descriptors over a Unix socket (shunt_fdpass.h). */
 #include "shunt_fdpass.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,9 +15,13 @@ ssize_t shunt_send_fds(int sock, const void *buf, size_t len, const int *fds, in
 		struct cmsghdr h;
 		char b[CMSG_SPACE(SHUNT_FDPASS_MAX * sizeof(int))];
 	} u;
+	if (nfds < 0 || nfds > SHUNT_FDPASS_MAX) {
+		errno = EINVAL; /* not the bytes without the descriptors */
+		return -1;
+	}
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds > 0 && nfds <= SHUNT_FDPASS_MAX) {
+	if (nfds > 0) {
 		memset(&u, 0, sizeof u);
 		m.msg_control = u.b;
 		m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));

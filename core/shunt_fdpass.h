@@ -9,8 +9,9 @@
 
 #define SHUNT_FDPASS_MAX 8
 
-/* sendmsg(sock, buf[len], flags) carrying fds[0..nfds) (nfds may be 0).
- * As sendmsg: the bytes sent, or -1 with errno. */
+/* sendmsg(sock, buf[len], flags) carrying fds[0..nfds) (nfds 0 to
+ * SHUNT_FDPASS_MAX; otherwise -1, EINVAL, nothing sent).  As sendmsg: the
+ * bytes sent, or -1 with errno. */
 ssize_t shunt_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds,
 		       int flags);
 /* recvmsg(sock, buf[len], flags | MSG_CMSG_CLOEXEC): the descriptors that
