@@ -80,14 +80,23 @@ for name in names:
         errors.append("row %r malformed: %r" % (name, row))
         continue
     plain, shunt, ratio = float(m.group(1)), float(m.group(2)), float(m.group(3))
-    pv, sv = [float(x) for x in m.group(4).split()], [float(x) for x in m.group(5).split()]
+    ps, ss = m.group(4).split(), m.group(5).split()
+    pv, sv = [float(x) for x in ps], [float(x) for x in ss]
     if len(pv) != 2 or len(sv) != 2:
         errors.append("%s: not 2 runs per side: %r" % (name, row))
         continue
-    # the printed run values are rounded: compare loosely
+    # The printed run values are rounded (0.005 may be 0.0054): the ratio
+    # must lie within what the values' rounding allows, and within what
+    # the printed ratio's own rounding allows.
+    def span(x):
+        half = 0.5 * 10 ** -(len(x.split(".")[1]) if "." in x else 0)
+        return float(x) - half, float(x) + half
+    lo = statistics.median([span(s)[0] / span(p)[1] for p, s in zip(ps, ss) if float(p) > 0])
+    hi = statistics.median([span(s)[1] / span(p)[0] for p, s in zip(ps, ss) if span(p)[0] > 0] or [float("inf")])
+    rlo, rhi = span(m.group(3))
     want = statistics.median([s / p for p, s in zip(pv, sv) if p > 0])
-    if abs(ratio - want) > 0.02 * want + 0.002:
-        errors.append("%s: ratio %.3f, but the median of the runs' ratios is %.3f" % (name, ratio, want))
+    if rhi < lo or rlo > hi:
+        errors.append("%s: ratio %.3f, but the median of the runs' ratios is %.3f (%.3f..%.3f as rounded)" % (name, ratio, want, lo, hi))
     if "CPU" not in name and not (plain > 0 and shunt > 0):
         errors.append("%s: %r" % (name, row))
     f = next((x for x in doc["figures"] if x["name"] == name), None)
