@@ -138,4 +138,16 @@ static inline void shunt_presence_set(struct shunt_presence *p, enum shunt_where
 	__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
 }
 
+/* shunt_presence_set, storing only what changed.  The peer reads the line
+ * whenever it waits, so a store must first take the line back from it (a
+ * cross-CPU round trip), and the next locked instruction waits for that:
+ * on the data path, a round trip per call before the data could move. */
+static inline void shunt_presence_note(struct shunt_presence *p, enum shunt_where w, int cpu)
+{
+	if (__atomic_load_n(&p->cpu, __ATOMIC_RELAXED) != cpu)
+		__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&p->where, __ATOMIC_RELAXED) != (uint32_t)w)
+		__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
+}
+
 #endif

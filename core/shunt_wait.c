@@ -188,7 +188,12 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 {
 	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
 	uint64_t budget = mine ? shunt_spin_budget(&c->spin, cap) : cap;
-	int woke = __atomic_exchange_n(&c->woke, 0, __ATOMIC_RELAXED);
+	/* Not an exchange: a locked instruction here would wait for the
+	 * stores of the call that came before (the data just sent) to reach
+	 * the peer. */
+	int woke = __atomic_load_n(&c->woke, __ATOMIC_RELAXED);
+	if (woke)
+		__atomic_store_n(&c->woke, 0, __ATOMIC_RELAXED);
 	uint32_t beat = SHUNT_SPIN_NO_BEAT;
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
@@ -217,8 +222,12 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 			shunt_spin_learn(&c->spin, cap, 0, 0, why);
 		return handoff(why, 0, oneway) && conn_ready(a);
 	}
+	/* "Spinning" is said only once the spin lasts (its first beat): a
+	 * wait answered within a few hundred nanoseconds writes nothing the
+	 * peer reads, and to the peer it looks as what it is, an end that
+	 * runs (core/shunt_spin.h). */
 	if (mine)
-		shunt_presence_set(mine, SHUNT_AT_SPIN, cpu);
+		shunt_presence_note(mine, SHUNT_AT_APP, cpu);
 	uint64_t t0 = shunt_now_ns();
 	int ready = 0;
 	for (unsigned i = 1;; i++) {
@@ -228,8 +237,12 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		}
 		shunt_cpu_relax();
 		if ((i & 63) == 0) {
-			if (mine)
+			if (mine) {
 				__atomic_store_n(&mine->beat, mine->beat + 1, __ATOMIC_RELAXED);
+				if (i == 64)
+					__atomic_store_n(&mine->where, SHUNT_AT_SPIN,
+							 __ATOMIC_RELEASE);
+			}
 			why = shunt_spin_check(peer, cpu, woke, shunt_now_ns() - t0, budget, &beat);
 			if (why != SHUNT_SPIN_ON)
 				break;
@@ -257,7 +270,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	 * between the data and the application. */
 	if (spin(c, &a, peer, mine, cpu, oneway)) {
 		if (mine)
-			shunt_presence_set(mine, SHUNT_AT_APP, cpu);
+			shunt_presence_note(mine, SHUNT_AT_APP, cpu);
 		SHUNT_STAT_ADD(c, spin_hits, 1);
 		return 0;
 	}

@@ -317,7 +317,11 @@ short shm_poll(struct shunt_conn *b, short events)
 		else
 			c->base.tcp_hint = 0;
 	}
-	if (shm_ring_space(&c->tx) && !__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
+	/* Only when asked: the tail is the line the peer's reads write, and
+	 * a spin waiting for input that looked at it would take that line
+	 * from the peer on every pass. */
+	if ((events & (POLLOUT | POLLWRNORM)) && shm_ring_space(&c->tx) &&
+	    !__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
 		r |= POLLOUT | POLLWRNORM;
 	return (short)(r & (events | POLLERR | POLLHUP));
 }

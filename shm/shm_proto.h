@@ -22,9 +22,10 @@
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
-#define SHM_VERSION 4u /* 3: ring locks hold the holder's tag; 4: wake
+#define SHM_VERSION 5u /* 3: ring locks hold the holder's tag; 4: wake
 				  sockets in the abstract namespace (netns,
-				  wake_id) */
+				  wake_id); 5: each ring lock on a line of
+				  its own */
 #define SHM_HDR_SIZE 4096u
 #define SHM_MIN_RING SHUNT_RING_MIN
 #define SHM_MAX_RING SHUNT_RING_MAX

@@ -37,19 +37,26 @@ static inline void shm_cpu_relax(void)
  * moved a counter, looks at the counts and wakes only what sleeps.  Each
  * word is written by one side only. */
 struct shm_ring_ctl {
-	/* Producer's line. */
+	/* Producer's published line: the consumer polls it. */
 	uint64_t head __attribute__((aligned(SHM_CACHELINE)));
 	uint32_t wr_shut;        /* producer will write no more: shutdown(SHUT_WR) */
 	uint32_t closed_hint;    /* producer closed its fd; TCP FIN tells if it
 				    was the last holder */
 	uint32_t data_seq;       /* futex word consumers sleep on: the producer
 				    moves it after new data or a new state */
-	uint32_t wlock;          /* taken by every write (below) */
-	/* Consumer's line. */
+	/* Consumer's published line: the producer reads it when its cached
+	 * tail says the ring is full. */
 	uint64_t tail __attribute__((aligned(SHM_CACHELINE)));
 	uint32_t space_seq;      /* futex word producers sleep on: the consumer
 				    moves it after freeing space */
-	uint32_t rlock;          /* taken by every read */
+	/* The locks, each on a line of its own that only its side touches
+	 * (the other side looks at it only while it demotes).  Every
+	 * transfer takes one, and a locked instruction must own its line:
+	 * on the line the peer polls (head) it waited for the peer's copy
+	 * to be invalidated, a cross-CPU round trip before every write
+	 * could be published. */
+	uint32_t wlock __attribute__((aligned(SHM_CACHELINE))); /* taken by every write */
+	uint32_t rlock __attribute__((aligned(SHM_CACHELINE))); /* taken by every read */
 	/* Sleepers' line.  Each side reads the other's counts after every
 	 * transfer, but they change only when a thread goes to sleep or
 	 * wakes: on a line of their own, those reads hit the cache while
@@ -60,10 +67,6 @@ struct shm_ring_ctl {
 	uint32_t reader_fd;      /* consumers armed on a wake socket (count) */
 	uint32_t writer_sleep;   /* producers asleep on space_seq (count) */
 	uint32_t writer_fd;      /* producers armed on a wake socket (count) */
-	/* The locks (wlock, rlock) are taken by every transfer: a demotion
-	 * replays under them, and threads or processes may share one end.
-	 * Each sits on the line its side writes anyway, so an uncontended
-	 * lock costs no extra line transfer. */
 };
 
 /* One end's view of a ring: the shared control block and data area, plus a

@@ -1,4 +1,6 @@
 #include <criterion/criterion.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "core/shunt_spin.h"
 
 #define CAP 20000u
@@ -155,4 +157,26 @@ Test(spin, oneway_is_nothing_the_other_way_since_the_last_wait)
 	cr_assert(shunt_spin_oneway(&mark, out));
 	out += 1;
 	cr_assert(!shunt_spin_oneway(&mark, out));
+}
+
+/* The peer reads this line on every wait: a store of what is already there
+ * would take the line from it for nothing.  A read-only page proves no
+ * store happens (a store would fault). */
+Test(spin, presence_note_stores_only_what_changed)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	struct shunt_presence *p =
+		mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	shunt_presence_set(p, SHUNT_AT_APP, 3);
+	cr_assert_eq(mprotect(p, (size_t)pg, PROT_READ), 0);
+	shunt_presence_note(p, SHUNT_AT_APP, 3); /* unchanged: must not store */
+	cr_assert_eq(mprotect(p, (size_t)pg, PROT_READ | PROT_WRITE), 0);
+	shunt_presence_note(p, SHUNT_AT_APP, 5);
+	cr_assert_eq(p->cpu, 5);
+	cr_assert_eq(p->where, SHUNT_AT_APP);
+	shunt_presence_note(p, SHUNT_AT_SLEEP, 5);
+	cr_assert_eq(p->where, SHUNT_AT_SLEEP);
+	cr_assert_eq(p->cpu, 5);
+	munmap(p, (size_t)pg);
 }
