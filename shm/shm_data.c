@@ -119,7 +119,13 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			continue;
 		}
 		size_t n = shm_ring_read(&c->rx, v, k, peek);
-		shm_unlock(&c->rx.ctl->rlock);
+		/* The fence the wake check needs, in the unlock's instruction
+		 * where it can be (a barrier less per call). */
+		int fenced = n && !peek;
+		if (fenced)
+			shm_unlock_fence(&c->rx.ctl->rlock);
+		else
+			shm_unlock(&c->rx.ctl->rlock);
 		if (n) {
 			done += n;
 			if (!peek) {
@@ -231,7 +237,10 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		/* Under the lock: a demotion replays under it too, so no byte
 		 * enters the ring after the replay took its snapshot. */
 		size_t n = c->demoted ? 0 : shm_ring_write(&c->tx, v, k, 0);
-		shm_unlock(&c->tx.ctl->wlock);
+		if (n)
+			shm_unlock_fence(&c->tx.ctl->wlock);
+		else
+			shm_unlock(&c->tx.ctl->wlock);
 		if (n) {
 			done += n;
 			c->base.bytes_out += n;

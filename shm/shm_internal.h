@@ -140,11 +140,11 @@ void shm_conn_free(struct shm_conn *c);
 
 /* Wake the peer's poll/epoll waiters of one role: one datagram per sleep. */
 void shm_wake_role(struct shm_conn *c, int role);
-/* This end published data (or a flag) on its tx ring: wake the peer's
- * readers that sleep, if any. */
+/* This end published data on its tx ring and then made a full fence
+ * (shm_unlock_fence): wake the peer's readers that sleep, if any. */
 void shm_wake_data(struct shm_conn *c);
-/* This end freed space in its rx ring: wake the peer's writers that
- * sleep, if any. */
+/* This end freed space in its rx ring and then made a full fence
+ * (shm_unlock_fence): wake the peer's writers that sleep, if any. */
 void shm_wake_space(struct shm_conn *c);
 /* The state moved: wake every sleeper of the peer. */
 void shm_wake_peer(struct shm_conn *c);

@@ -180,6 +180,19 @@ void shm_unlock(uint32_t *l)
 	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
+void shm_unlock_fence(uint32_t *l)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	/* A locked instruction orders all loads and stores around it; as an
+	 * acquire-release operation it also keeps the compiler from moving
+	 * the ring's stores after it or the wake check's loads before it. */
+	(void)__atomic_exchange_n(l, 0, __ATOMIC_SEQ_CST);
+#else
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 void shm_lock_wait_free(const uint32_t *l, const struct shm_lock_owner *o)
 {
 	for (;;) {

@@ -148,6 +148,10 @@ struct shm_lock_owner {
 /* Take *l as o->tag; breaks the hold of a holder o->alive says is gone. */
 void shm_lock(uint32_t *l, const struct shm_lock_owner *o);
 void shm_unlock(uint32_t *l);
+/* shm_unlock, then a full fence (every store before it is seen before any
+ * load after it: what a wake check needs, shm_wake.c), in the one locked
+ * exchange where the architecture's is a full barrier (x86). */
+void shm_unlock_fence(uint32_t *l);
 /* Return once *l was seen free, or held by a holder that is gone: the lock
  * of the other side of a ring, which this side never takes.  SEQ_CST on
  * both sides of the handshake (demoter: state then lock; consumer: lock
