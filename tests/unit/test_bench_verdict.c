@@ -206,6 +206,30 @@ static const struct bench_target *target(const struct bench_target *t, int n, co
 	return NULL;
 }
 
+/* The host moved the virtual CPUs between rounds: each round's columns
+ * moved together.  The ratio is the rounds' median ratio (1.2x), not the
+ * ratio of medians taken apart (0.6 / 0.25 = 2.4x). */
+Test(bench_targets, ratio_is_the_median_of_the_rounds_ratios)
+{
+	struct bench *b = make(3);
+	struct bench_target t[BENCH_TARGETS];
+	double ring[3] = {0.25, 1.0, 0.25}, shm[3] = {0.30, 1.2, 0.6};
+	for (int r = 0; r < 3; r++) {
+		BV(b, BP_PINNED, BT_RING, BM_P50, 0, r) = ring[r];
+		BV(b, BP_PINNED, BT_SHM, BM_P50, 0, r) = shm[r];
+	}
+	int n = bench_targets(b, t);
+	const struct bench_target *x = target(t, n, "p50_vs_ring", BP_PINNED);
+	cr_expect_float_eq(x->value, 1.2, 1e-9);
+	cr_expect_eq(x->state, BTS_MET);
+	/* a round one column lacks is left out */
+	BV(b, BP_PINNED, BT_RING, BM_P50, 0, 1) = NAN;
+	n = bench_targets(b, t);
+	x = target(t, n, "p50_vs_ring", BP_PINNED);
+	cr_expect_float_eq(x->value, (1.2 + 2.4) / 2, 1e-9);
+	unmake(b);
+}
+
 Test(bench_targets, met_not_met_not_checked)
 {
 	struct bench *b = make(3);
