@@ -66,6 +66,11 @@ int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running)
 	return ncpus < 2 || others + 2 > ncpus;
 }
 
+int shunt_spin_oversubscribed(int runnable, unsigned ncpus)
+{
+	return runnable >= 0 && (unsigned)(runnable > 2 ? runnable - 2 : 0) >= ncpus;
+}
+
 int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, int runnable,
 			unsigned ncpus)
 {

@@ -48,7 +48,9 @@ enum shunt_spin_verdict {
 	SHUNT_SPIN_PEER_STALLED, /* the peer spins but its beat stopped */
 	SHUNT_SPIN_BUDGET,       /* the budget ran out */
 	SHUNT_SPIN_CROWDED,      /* a young connection on a machine with no
-				    CPU to spare (shunt_spin_crowded) */
+				    CPU to spare (shunt_spin_crowded), or an
+				    exchange on an oversubscribed one
+				    (shunt_spin_oversubscribed) */
 };
 
 /* A connection's first waits are its peer's setup (accept, the first
@@ -88,6 +90,17 @@ enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int 
  * our peer (peer_running: it is on a CPU or waiting for one, not asleep)
  * leave no CPU free for both of us among ncpus. */
 int shunt_spin_crowded(unsigned runnable, unsigned ncpus, int peer_running);
+
+/* 1 when an exchange past its connection's setup should not spin: the
+ * runnable tasks besides us and our peer (runnable counts all, us
+ * included; < 0 unknown: 0) could fill every CPU by themselves.  Two ends
+ * that then answer each other within a spin keep both their CPUs for whole
+ * slices while everyone else waits: with 4 ping-pong pairs on 2 CPUs one
+ * pair at a time did 0.3 us round trips and the others waited for its
+ * slices (64 B p99.9 1.2-1.9 ms, kernel TCP's 85-140 us), in some runs and
+ * not others.  One busy neighbour on a 2-CPU machine does not count: the
+ * pair still has a CPU to share. */
+int shunt_spin_oversubscribed(int runnable, unsigned ncpus);
 
 /* 1 when a wait that will not spin should give its CPU away with
  * sched_yield() rather than sleep; only for a peer on our CPU (why is

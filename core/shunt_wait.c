@@ -96,6 +96,14 @@ int shunt_spin_crowded_now(int peer_running)
 	return r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
 }
 
+/* shunt_spin_oversubscribed, now. */
+static int oversubscribed_now(void)
+{
+	unsigned ncpus;
+	int r = runnable_sample(&ncpus);
+	return shunt_spin_oversubscribed(r, ncpus);
+}
+
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 {
 	struct shunt_presence *mine;
@@ -206,6 +214,10 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		    shunt_spin_crowded_now(__atomic_load_n(&peer->where, __ATOMIC_RELAXED) !=
 					   SHUNT_AT_SLEEP))
 			why = SHUNT_SPIN_CROWDED;
+	} else if (why == SHUNT_SPIN_ON && peer && !oneway && oversubscribed_now()) {
+		/* Others could fill every CPU: an exchange sleeps until its
+		 * answer, as the kernel's sockets do (core/shunt_spin.h). */
+		why = SHUNT_SPIN_CROWDED;
 	}
 	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {
 		/* The peer has not said where it runs (a server that has not

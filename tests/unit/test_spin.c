@@ -180,3 +180,20 @@ Test(spin, presence_note_stores_only_what_changed)
 	cr_assert_eq(p->cpu, 5);
 	munmap(p, (size_t)pg);
 }
+
+Test(spin, an_exchange_does_not_spin_where_others_could_fill_every_cpu)
+{
+	/* 2 CPUs: the pair and a busy neighbour or two still spin */
+	cr_assert_not(shunt_spin_oversubscribed(2, 2));
+	cr_assert_not(shunt_spin_oversubscribed(3, 2));
+	cr_assert_not(shunt_spin_oversubscribed(1, 2));
+	cr_assert_not(shunt_spin_oversubscribed(0, 2));
+	/* 4 pairs on 2 CPUs: 6 others */
+	cr_assert(shunt_spin_oversubscribed(8, 2));
+	cr_assert(shunt_spin_oversubscribed(4, 2));
+	/* unknown: spin as before */
+	cr_assert_not(shunt_spin_oversubscribed(-1, 2));
+	/* 1 CPU: any other task */
+	cr_assert(shunt_spin_oversubscribed(3, 1));
+	cr_assert_not(shunt_spin_oversubscribed(2, 1));
+}
