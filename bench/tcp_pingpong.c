@@ -28,7 +28,8 @@
  *             while the client waits for data in poll() and the server in
  *             read(): the CPU both processes use meanwhile is what an idle
  *             connection costs (the client's own, and with --peer-pid the
- *             server's, read from their CPU-time clocks).
+ *             server's, read from their CPU-time clocks; the time starts
+ *             once the server is off its CPU).
  *
  * --start-at NS: start measuring (after connecting) when CLOCK_MONOTONIC
  * reads NS, so that clients started one after the other run at once
@@ -606,9 +607,42 @@ static int client_stream(int fd, uint32_t size, uint64_t iters,
 	return 0;
 }
 
+/* The state letter of process pid (/proc/PID/stat: R running, S
+ * sleeping...), or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], b[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(b, 1, sizeof b - 1, f);
+	fclose(f);
+	b[n] = 0;
+	const char *p = strrchr(b, ')'); /* the name may hold anything */
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Until the peer is off its CPU (at most a second).  A process's CPU
+ * clock read from another process leaves out what a running peer has used
+ * since the scheduler last accounted it (up to a tick, 4 ms here): read
+ * while it still ran, the first reading was short by that much and the
+ * idle figure then held CPU spent before the idle time began (1.1-2.2 ms
+ * per second in some rounds, never in others).  A sleeping peer is
+ * accounted up to its sleep. */
+static void peer_settle(pid_t peer)
+{
+	for (int i = 0; i < 10000 && proc_state(peer) == 'R'; i++) {
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* An idle connection (see the top): one round trip, then nothing for
  * duration seconds while waiting for data, as a client of a quiet server
- * does.  Nothing may arrive meanwhile. */
+ * does.  Nothing may arrive meanwhile.  The time starts once the peer has
+ * gone to sleep (peer_settle): what the last message cost it until then,
+ * a spin, is the message's, not the idle connection's. */
 static int client_idle(int fd, double duration, pid_t peer)
 {
 	char out[64], in[64];
@@ -618,6 +652,8 @@ static int client_idle(int fd, double duration, pid_t peer)
 		err("client: idle: first round trip: %s", strerror(errno));
 		return -1;
 	}
+	if (peer > 0)
+		peer_settle(peer);
 	int64_t self0 = proc_cpu_ns(0), peer0 = peer > 0 ? proc_cpu_ns(peer) : -1;
 	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(duration * 1e9), t1;
 	while ((t1 = now_ns()) < end) {
