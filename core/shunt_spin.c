@@ -78,10 +78,9 @@ int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, in
 		return 0;
 	if (why == SHUNT_SPIN_SAME_CPU && oneway)
 		return 1;
-	if (runnable < 0)
-		return 0;
-	unsigned others = runnable > 2 ? (unsigned)runnable - 2 : 0;
-	return others < ncpus;
+	/* An exchange yields exactly where it would spin: while the others
+	 * alone cannot fill every CPU. */
+	return runnable >= 0 && !shunt_spin_oversubscribed(runnable, ncpus);
 }
 
 void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns, int ready,

@@ -26,13 +26,13 @@
  * the CPU went to someone else, a sleep is the next step, not another
  * spin (each end yielding in turn against a busy neighbour is what costs
  * 2x).  Returns 1 (look again). */
-static int runnable_sample(unsigned *ncpus);
+static int runnable_sample(unsigned *ncpus, uint64_t now);
 static int handoff(enum shunt_spin_verdict why, int unknown, int oneway)
 {
 	if (why != SHUNT_SPIN_SAME_CPU && !unknown)
 		return 1;
 	unsigned ncpus = 1;
-	int r = (why == SHUNT_SPIN_SAME_CPU && oneway) ? 0 : runnable_sample(&ncpus);
+	int r = (why == SHUNT_SPIN_SAME_CPU && oneway) ? 0 : runnable_sample(&ncpus, 0);
 	if (shunt_spin_yield_ok(why, unknown, oneway, r, ncpus))
 		sched_yield();
 	return 1;
@@ -68,9 +68,10 @@ static int runnable_now(void)
 }
 
 /* The runnable count, sampled at most every SHUNT_CROWD_SAMPLE_NS, and
- * the CPUs online.  (Racy statics: a stale answer costs a spin, a yield or
- * a sleep, never a byte.) */
-static int runnable_sample(unsigned *ncpus)
+ * the CPUs online; now is the clock when the caller has read it, else 0.
+ * (Racy statics: a stale answer costs a spin, a yield or a sleep, never a
+ * byte.) */
+static int runnable_sample(unsigned *ncpus, uint64_t now)
 {
 	static uint64_t next;
 	static int last = -1;
@@ -80,7 +81,8 @@ static int runnable_sample(unsigned *ncpus)
 		__atomic_store_n(&n, k > 0 ? (unsigned)k : 1u, __ATOMIC_RELAXED);
 	}
 	*ncpus = __atomic_load_n(&n, __ATOMIC_RELAXED);
-	uint64_t now = shunt_now_ns();
+	if (!now)
+		now = shunt_now_ns();
 	if (now < __atomic_load_n(&next, __ATOMIC_RELAXED))
 		return __atomic_load_n(&last, __ATOMIC_RELAXED);
 	__atomic_store_n(&next, now + SHUNT_CROWD_SAMPLE_NS, __ATOMIC_RELAXED);
@@ -92,15 +94,15 @@ static int runnable_sample(unsigned *ncpus)
 int shunt_spin_crowded_now(int peer_running)
 {
 	unsigned ncpus;
-	int r = runnable_sample(&ncpus);
+	int r = runnable_sample(&ncpus, 0);
 	return r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
 }
 
-/* shunt_spin_oversubscribed, now. */
-static int oversubscribed_now(void)
+/* shunt_spin_oversubscribed at now (the clock, read by the caller). */
+static int oversubscribed_at(uint64_t now)
 {
 	unsigned ncpus;
-	int r = runnable_sample(&ncpus);
+	int r = runnable_sample(&ncpus, now);
 	return shunt_spin_oversubscribed(r, ncpus);
 }
 
@@ -205,6 +207,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	uint32_t beat = SHUNT_SPIN_NO_BEAT;
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
+	uint64_t t0 = 0; /* the spin's start: one clock read for the sample too */
 	if (c->waits < SHUNT_SPIN_YOUNG_WAITS) {
 		/* The peer's setup (core/shunt_spin.h): hand it our CPU
 		 * rather than sleep, whatever the crowd. */
@@ -214,10 +217,12 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		    shunt_spin_crowded_now(__atomic_load_n(&peer->where, __ATOMIC_RELAXED) !=
 					   SHUNT_AT_SLEEP))
 			why = SHUNT_SPIN_CROWDED;
-	} else if (why == SHUNT_SPIN_ON && peer && !oneway && oversubscribed_now()) {
+	} else if (why == SHUNT_SPIN_ON && peer && !oneway) {
 		/* Others could fill every CPU: an exchange sleeps until its
 		 * answer, as the kernel's sockets do (core/shunt_spin.h). */
-		why = SHUNT_SPIN_CROWDED;
+		t0 = shunt_now_ns();
+		if (oversubscribed_at(t0))
+			why = SHUNT_SPIN_CROWDED;
 	}
 	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {
 		/* The peer has not said where it runs (a server that has not
@@ -240,7 +245,8 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	 * runs (core/shunt_spin.h). */
 	if (mine)
 		shunt_presence_note(mine, SHUNT_AT_APP, cpu);
-	uint64_t t0 = shunt_now_ns();
+	if (!t0)
+		t0 = shunt_now_ns();
 	int ready = 0;
 	unsigned i;
 	for (i = 1;; i++) {

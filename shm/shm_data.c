@@ -121,8 +121,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		size_t n = shm_ring_read(&c->rx, v, k, peek);
 		/* The fence the wake check needs, in the unlock's instruction
 		 * where it can be (a barrier less per call). */
-		int fenced = n && !peek;
-		if (fenced)
+		if (n && !peek)
 			shm_unlock_fence(&c->rx.ctl->rlock);
 		else
 			shm_unlock(&c->rx.ctl->rlock);
