@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/shunt_clock.h"
+#include "core/shunt_copy.h"
 
 void shm_ring_init(struct shm_ring *r, struct shm_ring_ctl *ctl, void *data,
 		   uint64_t size)
@@ -17,23 +18,23 @@ void shm_ring_init(struct shm_ring *r, struct shm_ring_ctl *ctl, void *data,
 }
 
 /* Copy len bytes between the ring at logical position pos and buf, in at
- * most two memcpy calls (the second when the span wraps). */
+ * most two copies (the second when the span wraps). */
 static void span_out(const struct shm_ring *r, uint64_t pos, uint8_t *buf, size_t len)
 {
 	uint64_t off = pos & (r->size - 1);
 	size_t first = len < r->size - off ? len : (size_t)(r->size - off);
-	memcpy(buf, r->data + off, first);
+	shunt_copy(buf, r->data + off, first);
 	if (len > first)
-		memcpy(buf + first, r->data, len - first);
+		shunt_copy(buf + first, r->data, len - first);
 }
 
 static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t len)
 {
 	uint64_t off = pos & (r->size - 1);
 	size_t first = len < r->size - off ? len : (size_t)(r->size - off);
-	memcpy(r->data + off, buf, first);
+	shunt_copy(r->data + off, buf, first);
 	if (len > first)
-		memcpy(r->data, buf + first, len - first);
+		shunt_copy(r->data, buf + first, len - first);
 }
 
 size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
