@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "core/shunt_copy.h"
 #include "core/shunt_iov.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
@@ -359,9 +360,9 @@ static size_t ring_copy(struct fab_conn *c, uint8_t *ring, uint64_t pos, size_t 
 			uint64_t off = (pos + done) & (c->ring - 1);
 			size_t k = c->ring - off < n ? c->ring - off : n;
 			if (to_ring)
-				memcpy(ring + off, app, k);
+				shunt_copy(ring + off, app, k);
 			else
-				memcpy(app, ring + off, k);
+				shunt_copy(app, ring + off, k);
 			app += k;
 			n -= k;
 			done += k;
