@@ -1,4 +1,4 @@
-/* Bulk copies between an application's buffer and a ring. */
+/* Bulk copies between an application's buffer and a ring (or a spill). */
 #ifndef SHUNT_COPY_H
 #define SHUNT_COPY_H
 

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shunt_copy.h"
 #include "shunt_forklock.h"
 #include "shunt_log.h"
 #include "shunt_ownfd.h"
@@ -111,7 +112,7 @@ static ssize_t sp_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			size_t k = m->msg_iov[i].iov_len;
 			if (k > left - done)
 				k = (size_t)(left - done);
-			memcpy(m->msg_iov[i].iov_base, src + done, k);
+			shunt_copy(m->msg_iov[i].iov_base, src + done, k);
 			done += k;
 		}
 		if (!(flags & MSG_PEEK))
@@ -261,7 +262,7 @@ struct shunt_conn *shunt_spill_new(struct shunt_conn *old, const struct iovec *v
 		goto out;
 	uint8_t *dst = (uint8_t *)c->h + SPILL_DATA;
 	for (int i = 0; i < n; i++) {
-		memcpy(dst, v[i].iov_base, v[i].iov_len);
+		shunt_copy(dst, v[i].iov_base, v[i].iov_len);
 		dst += v[i].iov_len;
 	}
 	c->h->len = len;
