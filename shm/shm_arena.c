@@ -10,22 +10,29 @@
  *   <rundir>/o/a-<pid>-<n>   4, 16 or 64 slots of SHM_HDR_SIZE + 2 rings
  *
  * Only the process that created an arena (its owner) hands out its slots.
- * Each connection end holds an OFD read lock on its slot's first byte,
- * taken through one open file description per process and arena (the
- * owner's is the one it created the arena with): a connection costs no file
- * descriptor of its own, and its lock dies with the last process holding
- * that description, killed or not.  The owner reuses a slot only when
- * F_OFD_GETLK finds no lock on it (locks of its own description it knows
- * itself): no end anywhere can still touch the old connection.  The owner
- * also holds flock(LOCK_SH) on the arena for its life, so a sweeper knows
- * when it is gone.
+ * Each process publishes a random tag as an OFD read lock on one byte of
+ * every arena it has a description of (one per process and arena: the
+ * owner's is the one it created the arena with), and an end holds its slot
+ * by writing that tag into the header: the client's before it names the
+ * offer, the server's by a CAS against the slot's use count (a server that
+ * read a stale offer cannot claim the next connection's).  An end lets go
+ * by a bit in the header (let_go).  So an end is held while its bit is
+ * clear and some description still publishes its tag: a killed process's
+ * lock dies with the last holder of its descriptions, in whatever PID
+ * namespace, and a connection costs no system call to hold or let go of
+ * its slot (per-connection locks cost four fcntl per connection, a tenth of
+ * what shm added to a loopback connection).  The owner hands a slot out
+ * again only when neither end holds it, and bumps the use count by CAS as
+ * it does; the owner also holds flock(LOCK_SH) on the arena for its life,
+ * so a sweeper knows when it is gone.
  *
- * fork shares a process's descriptions with the child, and a lock with
+ * fork shares a process's descriptions with the child, and its tag with
  * them: the parent could not tell the child's use of a slot from its own.
- * So before a fork, each connection end takes a second lock on its slot
- * through a description of its own, which only the child keeps (the parent
- * closes its copy after the fork): each process then lets go of its own
- * lock, and the slot stays taken while either uses it. */
+ * So before a fork each connection end marks its side in fork_locks and
+ * takes an OFD read lock on the slot's first byte through a description of
+ * its own, which only the child keeps (the parent closes its copy after
+ * the fork): the child holds the slot by that lock, the parent by its tag,
+ * and the slot stays taken while either uses it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -172,6 +179,34 @@ static int tag_lock(int fd, uint32_t tag)
 	return slot_lock(fd, SHM_TAG_BASE + tag, F_RDLCK, F_OFD_SETLK);
 }
 
+/* 0 only when no description of the arena publishes tag (asked through
+ * fd, which publishes only ours: a process's own locks are not reported
+ * to it, so our own tag is alive by definition). */
+static int tag_alive(int fd, uint32_t tag)
+{
+	if (tag == my_tag() || fd < 0)
+		return 1;
+	return slot_lock(fd, SHM_TAG_BASE + tag, F_WRLCK, F_OFD_GETLK) != 0;
+}
+
+/* Whether an end of side holds the slot at h (offset off), asked through
+ * fd.  Tags first; forked children's slot locks only where one was taken
+ * (a write probe conflicts with any other description's read lock). */
+static int held(const struct shm_hdr *h, int side, int fd, uint64_t off)
+{
+	uint32_t lg = __atomic_load_n(&h->let_go, __ATOMIC_ACQUIRE);
+	uint32_t tag = side == SHM_CLIENT
+			       ? __atomic_load_n(&h->ctag, __ATOMIC_ACQUIRE)
+			       : (uint32_t)__atomic_load_n(&h->use, __ATOMIC_ACQUIRE);
+	if (!(lg & (1u << side)) && tag && tag_alive(fd, tag))
+		return 1;
+	if (!(__atomic_load_n(&h->fork_locks, __ATOMIC_ACQUIRE) & (1u << side)))
+		return 0;
+	if (fd < 0)
+		return 1; /* cannot tell: assume alive */
+	return slot_lock(fd, off, F_WRLCK, F_OFD_GETLK) != 0;
+}
+
 int shm_arena_open(const char *name)
 {
 	char path[SHUNT_PATH_MAX];
@@ -274,15 +309,19 @@ static struct shm_arena *find_free(uint64_t slot_size, unsigned *slot)
 			unsigned s = (a->cursor + k) % a->nslots;
 			if (a->own_busy & (1ull << s))
 				continue;
-			/* Both ends said they let go (shm_conn_free): no lock
-			 * to ask about.  Otherwise the lock says (a server
-			 * killed while holding it holds nothing). */
-			const struct shm_hdr *h = (const struct shm_hdr *)(a->base + (uint64_t)s * slot_size);
-			int free_ = a->reserved & (1ull << s)
-					    ? __atomic_load_n(&h->let_go, __ATOMIC_ACQUIRE) == 3u
-					    : 0;
-			if (free_ ||
-			    slot_lock(a->fd, (uint64_t)s * slot_size, F_WRLCK, F_OFD_GETLK) == 0) {
+			/* Never handed out: nobody can know it.  Otherwise
+			 * neither end may hold it (our own end does not: it
+			 * is not busy), and the use count moves on, so a
+			 * server that found a stale offer naming it cannot
+			 * claim it any more. */
+			struct shm_hdr *h = (struct shm_hdr *)(a->base + (uint64_t)s * slot_size);
+			uint64_t off = (uint64_t)s * slot_size;
+			uint64_t use = __atomic_load_n(&h->use, __ATOMIC_ACQUIRE);
+			int free_ = !(a->reserved & (1ull << s)) ||
+				    (!held(h, SHM_CLIENT, a->fd, off) && !held(h, SHM_SERVER, a->fd, off) &&
+				     __atomic_compare_exchange_n(&h->use, &use, ((use >> 32) + 1) << 32, 0,
+								 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+			if (free_) {
 				a->cursor = (s + 1) % a->nslots;
 				*slot = s;
 				return a;
@@ -295,6 +334,37 @@ static struct shm_arena *find_free(uint64_t slot_size, unsigned *slot)
 		*slot = 0;
 	}
 	return a;
+}
+
+/* Decimal v at p; the end. */
+static char *put_dec(char *p, uint64_t v)
+{
+	char d[20];
+	int n = 0;
+	do
+		d[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*p++ = d[--n];
+	return p;
+}
+
+/* "<name>:<slot>:<ring>:<inode>" into t (room for the name and three
+ * numbers); its length.  By hand: snprintf was a visible part of a
+ * connection's user time. */
+static size_t target_put(char *t, const char *name, unsigned slot, uint64_t ring, uint64_t ino)
+{
+	size_t l = strlen(name);
+	memcpy(t, name, l);
+	char *p = t + l;
+	*p++ = ':';
+	p = put_dec(p, slot);
+	*p++ = ':';
+	p = put_dec(p, ring);
+	*p++ = ':';
+	p = put_dec(p, ino);
+	*p = 0;
+	return (size_t)(p - t);
 }
 
 int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen)
@@ -316,13 +386,14 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	}
 	if (a) {
 		uint64_t off = (uint64_t)k * slot_size;
-		int n = snprintf(target, tlen, "%s:%u:%llu:%llu", a->name, k, (unsigned long long)ring,
-				 (unsigned long long)a->ino);
-		if (n > 0 && (size_t)n < tlen &&
-		    slot_lock(a->fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
+		char t[sizeof a->name + 3 * 21];
+		size_t n = target_put(t, a->name, k, ring, (uint64_t)a->ino);
+		if (n < tlen) {
+			memcpy(target, t, n + 1);
 			*s = (struct shm_slot){.hdr = (struct shm_hdr *)(a->base + off),
 					       .len = slot_size, .lockfd = a->fd, .fork_fd = -1,
-					       .slot = k, .arena = a, .tag = my_tag()};
+					       .slot = k, .side = SHM_CLIENT, .held = 1,
+					       .arena = a, .tag = my_tag()};
 			a->users++;
 			a->own_busy |= 1ull << k;
 			rc = 0;
@@ -331,8 +402,13 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
 	pthread_mutex_unlock(&arena_mu);
 	if (rc == 0) {
 		/* Nobody else can see the slot until the offer names it; the
-		 * state goes last (OFFERED, by the caller). */
-		memset(s->hdr, 0, SHM_HDR_SIZE);
+		 * state goes last (OFFERED, by the caller).  The use count
+		 * stays: a server holding a stale offer compares it. */
+		uint8_t *h = (uint8_t *)s->hdr;
+		size_t u = offsetof(struct shm_hdr, use), ue = u + sizeof s->hdr->use;
+		memset(h, 0, u);
+		memset(h + ue, 0, SHM_HDR_SIZE - ue);
+		__atomic_store_n(&s->hdr->ctag, s->tag, __ATOMIC_RELEASE);
 	}
 	return rc;
 }
@@ -389,7 +465,7 @@ int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shun
 		return -1;
 	uint64_t slot_size = SHM_HDR_SIZE + 2 * ring, off = (uint64_t)k * slot_size;
 	*s = (struct shm_slot){.lockfd = -1, .fork_fd = -1, .slot = k, .len = slot_size,
-			       .tag = my_tag()};
+			       .side = SHM_SERVER, .tag = my_tag()};
 	/* The arena already mapped here (by name: a name is never reused
 	 * while its owner lives, and the sweeper removes it once the owner is
 	 * gone): one fcntl. */
@@ -409,7 +485,7 @@ int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shun
 			   now.st_dev != a->dev || now.st_ino != a->ino))
 			break;
 		int fd = lock_fd(a);
-		if (fd >= 0 && slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) == 0) {
+		if (fd >= 0) {
 			a->users++;
 			pthread_mutex_unlock(&arena_mu);
 			s->arena = a;
@@ -436,7 +512,7 @@ int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shun
 	if ((ino && (uint64_t)st.st_ino != ino) || (uint64_t)st.st_size < off + slot_size ||
 	    (uint64_t)st.st_size > (uint64_t)SHM_ARENA_SLOTS * (SHM_HDR_SIZE + 2ull * SHM_MAX_RING))
 		goto fail;
-	if (slot_lock(fd, off, F_RDLCK, F_OFD_SETLK) < 0 || tag_lock(fd, s->tag) < 0)
+	if (tag_lock(fd, s->tag) < 0)
 		goto fail;
 	fd = shunt_fd_own(fd, NULL);
 	pthread_mutex_lock(&arena_mu);
@@ -477,24 +553,19 @@ int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shun
 		publish_rings();
 	}
 	if (a->owner == shunt_pid()) {
-		/* A connection to ourselves: the owner's description holds
-		 * the client end's lock, and one description cannot see its
-		 * own locks, so this end keeps the one it opened. */
+		/* A connection to ourselves: this end keeps the description it
+		 * opened, so that a fork lock of the other end is told apart
+		 * from its own. */
 		s->lockfd = fd;
 		s->own_fd = 1;
 	} else if (a->lfd < 0 || a->lfd_pid != shunt_pid()) {
-		/* This description (with the lock just taken) becomes the
-		 * process's for this arena. */
+		/* This description (with our tag) becomes the process's for
+		 * this arena. */
 		a->lfd = fd;
 		a->lfd_pid = shunt_pid();
 		s->lockfd = fd;
 	} else {
-		/* Already one: take the lock there, drop this one. */
-		if (slot_lock(a->lfd, off, F_RDLCK, F_OFD_SETLK) < 0) {
-			pthread_mutex_unlock(&arena_mu);
-			*why = SHUNT_R_RING_ALLOC;
-			goto fail;
-		}
+		/* Already one: it publishes our tag; drop this one. */
 		shunt_fd_release(fd);
 		s->lockfd = a->lfd;
 	}
@@ -508,15 +579,20 @@ fail:
 	return -1;
 }
 
-int shm_arena_peer_holds(const struct shm_slot *s)
+int shm_arena_claim(struct shm_slot *s, uint64_t use)
 {
-	if (s->lockfd < 0)
-		return 1; /* cannot tell: assume alive */
-	uint64_t off = (uint64_t)s->slot * s->len;
-	/* A write probe conflicts with any other description's read lock;
-	 * this end's own (the same description) is not reported. */
-	int r = slot_lock(s->lockfd, off, F_WRLCK, F_OFD_GETLK);
-	return r != 0; /* 1: held; -1 (cannot ask): assume alive */
+	/* Claimed only against the use the caller read before it checked the
+	 * header: if the owner handed the slot out since, the CAS fails. */
+	if ((uint32_t)use || !__atomic_compare_exchange_n(&s->hdr->use, &use, use | s->tag, 0,
+							   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	s->held = 1;
+	return 1;
+}
+
+int shm_arena_side_held(const struct shm_slot *s, int side)
+{
+	return held(s->hdr, side, s->lockfd, (uint64_t)s->slot * s->len);
 }
 
 int shm_arena_tag_alive(void *arg, uint32_t tag)
@@ -543,6 +619,9 @@ int shm_arena_fork(struct shm_slot *s)
 	int fd = shm_arena_open(name);
 	if (fd < 0)
 		return -1;
+	/* Marked first: whoever asks about this side from now on asks the
+	 * lock too. */
+	__atomic_or_fetch(&s->hdr->fork_locks, 1u << s->side, __ATOMIC_SEQ_CST);
 	if (slot_lock(fd, (uint64_t)s->slot * s->len, F_RDLCK, F_OFD_SETLK) < 0) {
 		REAL(close)(fd);
 		return -1;
@@ -562,6 +641,7 @@ void shm_arena_forked(struct shm_slot *s, int child)
 		 * description lives, here as well). */
 		s->lockfd = s->fork_fd;
 		s->own_fd = 1;
+		s->by_lock = 1;
 		uint32_t t = my_tag();
 		if (tag_lock(s->lockfd, t) == 0)
 			s->tag = t;
@@ -575,9 +655,11 @@ void shm_arena_release(struct shm_slot *s)
 {
 	if (s->lockfd < 0 && !s->hdr)
 		return;
-	uint64_t off = (uint64_t)s->slot * s->len;
-	if (s->lockfd >= 0)
-		slot_lock(s->lockfd, off, F_UNLCK, F_OFD_SETLK);
+	/* The last touch of the slot: after it the owner may hand it out. */
+	if (s->by_lock && s->lockfd >= 0)
+		slot_lock(s->lockfd, (uint64_t)s->slot * s->len, F_UNLCK, F_OFD_SETLK);
+	else if (s->held && s->hdr)
+		__atomic_or_fetch(&s->hdr->let_go, 1u << s->side, __ATOMIC_RELEASE);
 	if (s->own_fd)
 		shunt_fd_release(s->lockfd);
 	if (s->fork_fd >= 0)

@@ -79,10 +79,6 @@ void shm_conn_free(struct shm_conn *c)
 	shm_pending_end(c->pending);
 	c->pending = -1;
 	shm_wake_release(c);
-	/* Last touch of the slot: the owner may now reuse it without a lock
-	 * test, unless another process of ours may still hold it. */
-	if (c->hdr && !c->forked)
-		__atomic_or_fetch(&c->hdr->let_go, 1u << c->side, __ATOMIC_RELEASE);
 	if (c->hdr)
 		shm_arena_release(&c->slot);
 	c->hdr = NULL;

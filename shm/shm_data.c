@@ -196,9 +196,10 @@ static int peer_gone(struct shm_conn *c)
 	if (__atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
 		return 1;
 	/* FIN without a close hint: the peer only shut down its side, or it
-	 * died (SIGKILL closes without running shunt).  Its lock on the slot
-	 * tells, in whatever PID namespace it ran (a pid would not). */
-	return !shm_arena_peer_holds(&c->slot);
+	 * died (SIGKILL closes without running shunt).  Its hold on the slot
+	 * (its process's tag) tells, in whatever PID namespace it ran (a pid
+	 * would not). */
+	return !shm_arena_side_held(&c->slot, !c->side);
 }
 
 ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)

@@ -96,7 +96,7 @@ static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why
 	 * while the peer lives on elsewhere.  Only a slot the peer no longer
 	 * holds, or the FIN of the last close, says nobody is left to
 	 * replay. */
-	int gone = !shm_arena_peer_holds(&c->slot);
+	int gone = !shm_arena_side_held(&c->slot, !c->side);
 	if (!gone && __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE)) {
 		int t = shunt_tcp_peek(&c->base);
 		gone = t == 0 || t == -1;

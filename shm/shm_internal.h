@@ -15,14 +15,19 @@
 struct shm_slot {
 	struct shm_hdr *hdr;
 	uint64_t len;             /* SHM_HDR_SIZE + 2 rings */
-	int lockfd;               /* the description our slot lock is on: the
-				     process's for the arena, or (own_fd) one
-				     of this end's own */
+	int lockfd;               /* this process's description of the arena,
+				     its tag published there (or, own_fd, one
+				     of this end's own); asks about the peer */
 	int own_fd;               /* lockfd is this end's: closed with it */
 	int fork_fd;              /* before a fork: the child's own lock */
-	uint32_t tag;             /* this end's ring-lock tag (shm_ring.h),
-				     published on lockfd */
+	uint32_t tag;             /* this process's tag (ring locks, the
+				     slot's hold), published on lockfd */
 	unsigned slot;
+	uint8_t side;             /* enum shm_side of this end */
+	uint8_t held;             /* the header names this end's tag (the
+				     client's ctag, the server's claim) */
+	uint8_t by_lock;          /* a forked child's end: it holds the slot
+				     by an OFD lock on lockfd instead */
 	struct shm_arena *arena;  /* the mapping it lives in, kept across
 				     connections; NULL with map set when it
 				     could not be kept */
@@ -30,11 +35,12 @@ struct shm_slot {
 	size_t map_len;
 };
 
-/* Client: a slot no end anywhere still holds, its header zeroed; target
- * ("<arena>:<slot>:<ring>") is what the offer names.  -1 if none can be had. */
+/* Client: a slot no end anywhere still holds, held, its header zeroed but
+ * for use and ctag; target ("<arena>:<slot>:<ring>:<inode>") is what the
+ * offer names.  -1 if none can be had. */
 int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen);
-/* Server: hold the slot an offer's target names, mapped; its file checked
- * (owner, size).  sock: the accepted connection (-1: none), which a process
+/* Server: map the slot an offer's target names (not held yet: see
+ * shm_arena_claim); its file checked (owner, size).  sock: the accepted connection (-1: none), which a process
  * that dropped privileges shows its broker.  -1 with *why when it cannot be. */
 int shm_arena_attach(const char *target, int sock, struct shm_slot *s,
 		     enum shunt_reason *why);
@@ -54,11 +60,14 @@ int shm_broker_active(void);
 /* The arena target names, for the accepted connection on sock, from the
  * broker: an fd (checked there: owner, 4-tuple), or -1 with *why. */
 int shm_broker_open(const char *target, int sock, enum shunt_reason *why);
-/* Let go of a slot (last: the lock, after which it may be reused). */
+/* Server: hold the attached slot, if its use is still use (read before
+ * the header was checked): 1, or 0 when the owner handed it out again. */
+int shm_arena_claim(struct shm_slot *s, uint64_t use);
+/* Let go of a slot (last: after it the owner may reuse it). */
 void shm_arena_release(struct shm_slot *s);
-/* 1 when another end holds the slot's lock (the peer lives, in whatever
- * process or PID namespace), 0 when nobody else does (it is gone). */
-int shm_arena_peer_holds(const struct shm_slot *s);
+/* 1 while an end of side holds the slot (the peer lives, in whatever
+ * process or PID namespace), 0 when none does (it is gone). */
+int shm_arena_side_held(const struct shm_slot *s, int side);
 /* shm_lock_owner.alive for an end on slot arg: 0 only when no process
  * holds a description of the arena with tag published (the holder of a
  * ring lock that stays held is gone). */

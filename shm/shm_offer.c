@@ -70,12 +70,14 @@ static int name_offer(struct shm_conn *c, const struct shunt_tuple *t, const cha
 	char path[SHUNT_PATH_MAX];
 	shunt_tuple_key(t, c->key, sizeof c->key);
 	c->hdr->tuple = *t;
-	if (shm_path(path, sizeof path, c->key, "") || shm_wake_bind_peer(c, t) < 0)
+	if (shm_wake_bind_peer(c, t) < 0)
 		return -1;
 	if (shm_names_put(t, target) == 0) {
 		c->named = 1;
 		return 0;
 	}
+	if (shm_path(path, sizeof path, c->key, ""))
+		return -1;
 	/* Counted first: a server that misses the table looks for the name
 	 * only while the count says one may exist.  EEXIST: left by a
 	 * connection with the same 4-tuple that died. */
@@ -223,18 +225,19 @@ void shm_share_path(const char *path)
  * A symlink is looked for only while the table counts one, or when last
  * (a client of a build from before the table names its offers only so,
  * uncounted: it is then declined at once, by its header's version, rather
- * than left waiting for its offer's deadline). */
+ * than left waiting for its offer's deadline).  path (SHUNT_PATH_MAX
+ * bytes): the symlink's, when one was looked for. */
 static int open_offer(const struct shunt_tuple *t, const char *key, int sock,
-		      struct shm_slot *s, enum shunt_reason *why, int *link, int last)
+		      struct shm_slot *s, enum shunt_reason *why, int *link, int last, char *path)
 {
-	char path[SHUNT_PATH_MAX], target[128];
+	char target[128];
 	*why = SHUNT_R_NO_PEER_SHIM;
 	*link = 0;
 	if (shm_names_take(t, target, sizeof target))
 		return shm_arena_attach(target, sock, s, why);
 	if (!last && !shm_names_links())
 		return -2; /* nobody named an offer by a symlink */
-	if (shm_path(path, sizeof path, key, ""))
+	if (shm_path(path, SHUNT_PATH_MAX, key, ""))
 		return -1;
 	*link = 1;
 	ssize_t n = readlink(path, target, sizeof target - 1);
@@ -281,18 +284,18 @@ static int pending_spin(int b, uint32_t seq)
  * it was preempted; offer_timeout_ms at most, as the client waits for our
  * answer no longer). */
 static int find_offer(const struct shunt_tuple *t, const char *key, int sock,
-		      struct shm_slot *s, enum shunt_reason *why, int *link)
+		      struct shm_slot *s, enum shunt_reason *why, int *link, char *path)
 {
 	int b = shm_pending_bucket(t->saddr, t->sport);
 	uint64_t deadline = 0;
 	for (;;) {
 		uint32_t seq = shm_pending_seq(b);
-		int r = open_offer(t, key, sock, s, why, link, 0);
+		int r = open_offer(t, key, sock, s, why, link, 0, path);
 		if (r != -2)
 			return r;
 		if (!shm_pending_held(b))
 			/* Named before the announcement ended, if at all. */
-			return open_offer(t, key, sock, s, why, link, 1) == 0 ? 0 : -1;
+			return open_offer(t, key, sock, s, why, link, 1, path) == 0 ? 0 : -1;
 		uint64_t now = shunt_now_ms();
 		if (!deadline) {
 			deadline = now + shunt_config()->offer_timeout_ms;
@@ -335,25 +338,33 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (shunt_tuple_accepted(&t, fd, peer) < 0)
 		goto out;
 	shunt_tuple_key(&t, key, sizeof key);
-	if (shm_path(path, sizeof path, key, ""))
-		goto out;
 	int link;
-	if (find_offer(&t, key, fd, &slot, &why, &link) < 0)
+	if (find_offer(&t, key, fd, &slot, &why, &link, path) < 0)
 		goto out;
 	if (!link)
 		path[0] = 0; /* taken from the table: no name to remove */
 	h = slot.hdr;
-	uint64_t ring;
+	uint64_t ring, use = __atomic_load_n(&h->use, __ATOMIC_ACQUIRE);
 	if (shm_hdr_check(h, slot.len, &t, &ring) < 0) {
 		why = SHUNT_R_BAD_OFFER;
+		/* Another connection's offer now (the slot was handed out
+		 * again since this one was named): not ours to refuse. */
+		if (h->version == SHM_VERSION && memcmp(&h->tuple, &t, sizeof t))
+			goto fail;
 		goto refuse;
+	}
+	/* Held from here, unless the owner handed the slot out again since
+	 * we read its use: then the offer we found is gone. */
+	if (!shm_arena_claim(&slot, use)) {
+		why = SHUNT_R_NO_PEER_SHIM;
+		goto fail;
 	}
 	c = shm_conn_new(&slot, SHM_SERVER, ring);
 	if (!c) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
 	}
-	snprintf(c->key, sizeof c->key, "%s", key);
+	memcpy(c->key, key, strlen(key) + 1);
 	if (shm_wake_bind_peer(c, &t) < 0) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
@@ -369,10 +380,10 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		goto refuse;
 	}
 	h->netns[SHM_SERVER] = shunt_netns();
-	/* The client's lock on its slot proves it is alive (in whatever PID
+	/* The client's hold on its slot proves it is alive (in whatever PID
 	 * namespace): an offer left by a dead process, for a 4-tuple now
 	 * reused, must not be taken. */
-	if (!shm_arena_peer_holds(&c->slot)) {
+	if (!shm_arena_side_held(&c->slot, SHM_CLIENT)) {
 		if (path[0])
 			shm_names_unlink(path);
 		why = SHUNT_R_NO_PEER_SHIM;
@@ -441,16 +452,16 @@ static void shm_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	SHUNT_GUARD_ENTER();
 	shunt_tuple_key(&t, key, sizeof key);
 	int link;
-	if (find_offer(&t, key, fd, &slot, &why, &link) == 0) {
+	char path[SHUNT_PATH_MAX];
+	if (find_offer(&t, key, fd, &slot, &why, &link, path) == 0) {
 		struct shm_hdr *h = slot.hdr;
-		uint64_t ring;
-		if (shm_hdr_check(h, slot.len, &t, &ring) == 0) {
+		uint64_t ring, use = __atomic_load_n(&h->use, __ATOMIC_ACQUIRE);
+		if (shm_hdr_check(h, slot.len, &t, &ring) == 0 && shm_arena_claim(&slot, use)) {
 			/* A view of the header, to wake the client. */
 			struct shm_conn c = {.wake = {-1, -1}};
-			char path[SHUNT_PATH_MAX];
 			shm_conn_view(&c, h, SHM_SERVER, ring);
 			refuse(h);
-			if (link && !shm_path(path, sizeof path, key, ""))
+			if (link)
 				shm_names_unlink(path);
 			snprintf(c.key, sizeof c.key, "%s", key);
 			if (shm_wake_bind_peer(&c, &t) == 0)

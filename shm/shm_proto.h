@@ -22,10 +22,11 @@
 #include "shm_ring.h"
 
 #define SHM_MAGIC 0x544e4853u /* "SHNT" */
-#define SHM_VERSION 5u /* 3: ring locks hold the holder's tag; 4: wake
+#define SHM_VERSION 6u /* 3: ring locks hold the holder's tag; 4: wake
 				  sockets in the abstract namespace (netns,
 				  wake_id); 5: each ring lock on a line of
-				  its own */
+				  its own; 6: ends hold their slot by their
+				  process's tag (use, ctag, fork_locks) */
 #define SHM_HDR_SIZE 4096u
 #define SHM_MIN_RING SHUNT_RING_MIN
 #define SHM_MAX_RING SHUNT_RING_MAX
@@ -46,10 +47,19 @@ struct shm_hdr {
 	uint64_t ring_size;
 	uint64_t file_size;
 	uint32_t state;     /* enum shm_state; CAS */
-	uint32_t let_go;    /* bit 1 << side: that end let go of its slot lock
-			       and no other process of its side holds one (it
-			       never forked with it); both bits: the owner may
-			       reuse the slot without asking the lock */
+	uint32_t let_go;    /* bit 1 << side: that side's first end (the one
+			       whose tag is below) let go of the slot */
+	/* An end holds its slot by its process's tag (shm_arena.c): the
+	 * client's in ctag, written before the offer is named; the server's
+	 * in use's low half, claimed by CAS against the use it read before
+	 * checking the header.  use's high half counts the slot's uses: the
+	 * owner bumps it by CAS when it hands the slot out again, so a server
+	 * that found a stale offer cannot claim the next connection's. */
+	uint64_t use;
+	uint32_t ctag;
+	uint32_t fork_locks; /* bit 1 << side: an end of that side was shared
+				with a forked child, which holds the slot by an
+				OFD lock on its first byte instead */
 	int32_t pid[2];     /* informational */
 	uint32_t uid[2];
 	uint32_t wake_pending[2][2]; /* [side][role]: a wakeup is on its way
