@@ -69,8 +69,8 @@ struct shm_arena {
 	pid_t owner;        /* getpid() of the process that hands out slots,
 			       0 for a client's arena mapped by a server */
 	int fd;             /* owner: the description it made the arena with
-			       (its flock, its slot locks, its F_OFD_GETLK) */
-	int lfd;            /* this process's description for slot locks: the
+			       (its flock, its tag, its F_OFD_GETLK) */
+	int lfd;            /* this process's description publishing its tag: the
 			       owner's fd, or one opened when mapping it */
 	pid_t lfd_pid;      /* who opened lfd (a forked child opens its own) */
 	unsigned users;     /* connection ends of this process using it */
@@ -215,7 +215,7 @@ int shm_arena_open(const char *name)
 	return shunt_rundir_open(path, O_RDWR, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
 }
 
-/* This process's description of a, for slot locks (arena_mu held). */
+/* This process's description of a, its tag published (arena_mu held). */
 static int lock_fd(struct shm_arena *a)
 {
 	pid_t me = shunt_pid();
