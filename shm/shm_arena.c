@@ -468,7 +468,7 @@ int shm_arena_attach(const char *target, int sock, struct shm_slot *s, enum shun
 			       .side = SHM_SERVER, .tag = my_tag()};
 	/* The arena already mapped here (by name: a name is never reused
 	 * while its owner lives, and the sweeper removes it once the owner is
-	 * gone): one fcntl. */
+	 * gone): no system call. */
 	pthread_mutex_lock(&arena_mu);
 	for (unsigned i = 0; i < narenas; i++) {
 		struct shm_arena *a = &arenas[i];
