@@ -49,7 +49,7 @@ void shunt_conn_recycle(struct shunt_conn_pool *p, struct shunt_conn *c)
 
 void shunt_conn_put(struct shunt_conn *c)
 {
-	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+	if (shunt_refs_drop(&c->refs) == 0) {
 		int held = c->held;
 		if (held) {
 			c->held = 0;

@@ -31,6 +31,7 @@
 #include "shunt_spin.h"
 #include "shunt_fdtab.h"
 #include "shunt_reason.h"
+#include "shunt_refs.h"
 #include "shunt_stats.h"
 
 struct shunt_conn;
@@ -115,7 +116,8 @@ struct shunt_conn_ops {
 /* The first member of every connection object. */
 struct shunt_conn {
 	const struct shunt_conn_ops *ops;
-	unsigned refs;     /* fd numbers + calls in flight + epoll items; atomic.
+	unsigned refs;     /* fd numbers + calls in flight + epoll items;
+			      shunt_refs.h, or atomic builtins.
 			      At 0 the object is dead until recycled. */
 	unsigned fds;      /* fd numbers that refer to it (dup); atomic */
 	int fd;            /* one of those numbers: the TCP socket, for the
@@ -197,12 +199,8 @@ static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
 	struct shunt_conn *c = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
 	if (!c)
 		return NULL;
-	unsigned r = __atomic_load_n(&c->refs, __ATOMIC_RELAXED);
-	do {
-		if (r == 0)
-			return NULL;
-	} while (!__atomic_compare_exchange_n(&c->refs, &r, r + 1, 1, __ATOMIC_ACQUIRE,
-					      __ATOMIC_RELAXED));
+	if (!shunt_refs_get(&c->refs))
+		return NULL;
 	/* Type-stable memory: the object may have died and been recycled
 	 * between the load and the increment; the entry says. */
 	if (__atomic_load_n(&e->conn, __ATOMIC_ACQUIRE) != c ||

@@ -61,13 +61,7 @@ static int nlater;
 
 static int ref(struct fab_conn *c)
 {
-	unsigned r = __atomic_load_n(&c->base.refs, __ATOMIC_RELAXED);
-	do {
-		if (r == 0)
-			return 0;
-	} while (!__atomic_compare_exchange_n(&c->base.refs, &r, r + 1, 1, __ATOMIC_ACQUIRE,
-					      __ATOMIC_RELAXED));
-	return 1;
+	return shunt_refs_get(&c->base.refs);
 }
 
 /* One look (the application's lock is free).  1 when the connection needs
