@@ -68,6 +68,10 @@ static inline int kernel_mmsg(struct shunt_fd *e, int r, const struct mmsghdr *v
 
 static ssize_t done(struct shunt_conn *c, ssize_t r)
 {
+	if (r >= 0) {
+		shunt_conn_put(c);
+		return r;
+	}
 	int saved = errno;
 	shunt_conn_put(c);
 	errno = saved;

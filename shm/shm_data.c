@@ -105,26 +105,36 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			}
 			return r;
 		}
-		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
-		shm_lock(&c->rx.ctl->rlock, &c->lk);
-		/* Under the lock a demoting peer waits to see free: once it
-		 * has, every byte left in the ring comes again by TCP.  (This
-		 * load and the peer's CAS of the state are SEQ_CST, as are our
-		 * lock and its look at it: one of the two sees the other.) */
-		if (__atomic_load_n(&c->hdr->state, __ATOMIC_SEQ_CST) >= SHM_DEMOTING) {
-			shm_unlock(&c->rx.ctl->rlock);
-			if (done)
-				return (ssize_t)done;
-			demote_if_due(c);
-			continue;
+		/* An empty ring is left alone: the lock would guard no byte,
+		 * and what follows asks the state itself.  Most blocking reads
+		 * start so (the answer has not come yet), and the lock's
+		 * locked instruction would wait for the request just sent to
+		 * reach the peer's CPU. */
+		size_t n = 0;
+		if (shm_ring_used(&c->rx)) {
+			size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
+			shm_lock(&c->rx.ctl->rlock, &c->lk);
+			/* Under the lock a demoting peer waits to see free:
+			 * once it has, every byte left in the ring comes again
+			 * by TCP.  (This load and the peer's CAS of the state
+			 * are SEQ_CST, as are our lock and its look at it: one
+			 * of the two sees the other.) */
+			if (__atomic_load_n(&c->hdr->state, __ATOMIC_SEQ_CST) >= SHM_DEMOTING) {
+				shm_unlock(&c->rx.ctl->rlock);
+				if (done)
+					return (ssize_t)done;
+				demote_if_due(c);
+				continue;
+			}
+			n = shm_ring_read(&c->rx, v, k, peek);
+			/* The fence the wake check needs, in the unlock's
+			 * instruction where it can be (a barrier less per
+			 * call). */
+			if (n && !peek)
+				shm_unlock_fence(&c->rx.ctl->rlock);
+			else
+				shm_unlock(&c->rx.ctl->rlock);
 		}
-		size_t n = shm_ring_read(&c->rx, v, k, peek);
-		/* The fence the wake check needs, in the unlock's instruction
-		 * where it can be (a barrier less per call). */
-		if (n && !peek)
-			shm_unlock_fence(&c->rx.ctl->rlock);
-		else
-			shm_unlock(&c->rx.ctl->rlock);
 		if (n) {
 			done += n;
 			if (!peek) {
