@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/shunt_bulk.h"
+#include "core/shunt_clock.h"
 #include "core/shunt_iov.h"
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
@@ -212,20 +214,14 @@ static int peer_gone(struct shm_conn *c)
 	return !shm_arena_side_held(&c->slot, !c->side);
 }
 
-ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
+/* The send loop: all of m's total bytes, unless it must stop first;
+ * streaming: the copy bulk sends use now (core/shunt_bulk.h). */
+static ssize_t send_all(struct shm_conn *c, const struct msghdr *m, int flags, size_t total,
+			int streaming)
 {
-	struct shm_conn *c = (struct shm_conn *)b;
-	if (m->msg_iovlen > SHUNT_IOV_MAX) {
-		errno = EMSGSIZE;
-		return -1;
-	}
-	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	size_t done = 0;
 	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[SHUNT_IOV_MAX];
-	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
-		return shunt_broken_pipe(flags);
-	if (total == 0)
-		return 0;
 	for (;;) {
 		if (c->demoted) {
 			if (done)
@@ -246,7 +242,7 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		shm_lock(&c->tx.ctl->wlock, &c->lk);
 		/* Under the lock: a demotion replays under it too, so no byte
 		 * enters the ring after the replay took its snapshot. */
-		size_t n = c->demoted ? 0 : shm_ring_write(&c->tx, v, k, 0);
+		size_t n = c->demoted ? 0 : shm_ring_write_bulk(&c->tx, v, k, 0, streaming);
 		if (n)
 			shm_unlock_fence(&c->tx.ctl->wlock);
 		else
@@ -271,6 +267,29 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		if (shunt_conn_block(&c->base, POLLOUT, flags, done, &deadline, &ret))
 			return ret;
 	}
+}
+
+ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	if (m->msg_iovlen > SHUNT_IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
+	if (__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED))
+		return shunt_broken_pipe(flags);
+	if (total == 0)
+		return 0;
+	if (total < SHUNT_BULK_MIN || !SHUNT_BULK_CHOOSES)
+		return send_all(c, m, flags, total, 0);
+	/* A bulk send is timed, whole (its waits for space are the reader's
+	 * pace): two clock reads against microseconds of copying. */
+	uint64_t t0 = shunt_now_ns();
+	ssize_t r = send_all(c, m, flags, total, shunt_bulk_streaming(&c->bulk));
+	if (r > 0)
+		shunt_bulk_note(&c->bulk, (uint64_t)r, shunt_now_ns() - t0);
+	return r;
 }
 
 /* Returns 1 when the FIN must wait (the caller then skips the socket's

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "core/shunt_bulk.h"
 #include "core/shunt_conn.h"
 #include "core/shunt_rundir.h"
 #include "core/shunt_rundir_open.h"
@@ -108,6 +109,7 @@ struct shm_conn {
 	struct sockaddr_un peer[2]; /* the peer's names, same roles (named) */
 	socklen_t peer_len[2];
 	struct shm_ring tx, rx;
+	struct shunt_bulk bulk;   /* the copy bulk sends use (core/shunt_bulk.h) */
 	struct shm_lock_owner lk; /* how this end takes its ring locks */
 	int demoted;              /* this end has replayed: it moves bytes over TCP */
 	int why;                  /* enum shunt_reason of the demotion */

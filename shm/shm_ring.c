@@ -28,10 +28,17 @@ static void span_out(const struct shm_ring *r, uint64_t pos, uint8_t *buf, size_
 		shunt_copy(buf + first, r->data, len - first);
 }
 
-static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t len)
+static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t len,
+		    int streaming)
 {
 	uint64_t off = pos & (r->size - 1);
 	size_t first = len < r->size - off ? len : (size_t)(r->size - off);
+	if (streaming) {
+		shunt_copy_nt(r->data + off, buf, first);
+		if (len > first)
+			shunt_copy_nt(r->data, buf + first, len - first);
+		return;
+	}
 	shunt_copy(r->data + off, buf, first);
 	if (len > first)
 		shunt_copy(r->data, buf + first, len - first);
@@ -39,6 +46,12 @@ static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t
 
 size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
 		      size_t skip)
+{
+	return shm_ring_write_bulk(r, iov, iovcnt, skip, 0);
+}
+
+size_t shm_ring_write_bulk(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+			   size_t skip, int streaming)
 {
 	uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_RELAXED);
 	uint64_t space = r->size - (head - r->cached);
@@ -67,10 +80,12 @@ size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt
 		skip = 0;
 		if (len > space)
 			len = (size_t)space;
-		span_in(r, head + done, base, len);
+		span_in(r, head + done, base, len, streaming);
 		done += len;
 		space -= len;
 	}
+	if (streaming)
+		shunt_copy_nt_fence();
 	if (done)
 		__atomic_store_n(&r->ctl->head, head + done, __ATOMIC_RELEASE);
 	return done;

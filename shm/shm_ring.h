@@ -115,6 +115,10 @@ static inline int shm_ring_sane(struct shm_ring *r)
  * (0 when full).  Producer only. */
 size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
 		      size_t skip);
+/* shm_ring_write; streaming: with streaming stores (core/shunt_copy.h),
+ * fenced before the head moves. */
+size_t shm_ring_write_bulk(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
+			   size_t skip, int streaming);
 
 /* Copy up to the iovec length out of the ring.  peek leaves the bytes there.
  * Consumer only. */

@@ -53,3 +53,31 @@ Test(copy, exact_at_every_distance_near_the_page_alignment, .init = setup, .fini
 		check(0, 2048, sizes[s]); /* far from the alignment: one memcpy */
 	}
 }
+
+/* shunt_copy_nt: exact bytes whatever the destination's alignment (a
+ * cached head up to 16 bytes, 64-byte streaming blocks, a cached tail),
+ * and nothing written beyond. */
+static void check_nt(size_t soff, size_t doff, size_t n)
+{
+	memset(dst_area, 0xa5, AREA);
+	shunt_copy_nt(dst_area + doff, src_area + soff, n);
+	shunt_copy_nt_fence();
+	cr_assert(memcmp(dst_area + doff, src_area + soff, n) == 0,
+		  "streaming copy of %zu bytes, source +%zu, destination +%zu", n, soff, doff);
+	for (size_t i = 0; i < doff; i++)
+		cr_assert_eq(dst_area[i], 0xa5, "byte before the copy written");
+	for (size_t i = doff + n; i < doff + n + 64 && i < AREA; i++)
+		cr_assert_eq(dst_area[i], 0xa5, "byte after the copy written");
+}
+
+Test(copy, streaming_exact_at_every_alignment, .init = setup, .fini = teardown)
+{
+	const size_t sizes[] = {0, 1, 15, SHUNT_COPY_NT_MIN - 1, SHUNT_COPY_NT_MIN,
+				SHUNT_COPY_NT_MIN + 1, SHUNT_COPY_NT_MIN + 63, 4096 + 17, 65536};
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+		for (size_t d = 0; d < 40; d++) {
+			check_nt(16, 16 + d, sizes[s]);
+			check_nt(16 + d, 16, sizes[s]);
+			check_nt(7, 4096 - d, sizes[s]);
+		}
+}

@@ -323,6 +323,39 @@ Test(ring, iovec_partial_write_resumes_with_skip)
 	pair_fini(&p);
 }
 
+/* A bulk send's streaming copy (core/shunt_copy.h): the same bytes as the
+ * cached one, across the wrap and at odd offsets, pieces large and small. */
+Test(ring, streaming_write_gives_the_same_bytes)
+{
+	struct pair p;
+	pair_init(&p, RSIZE);
+	advance_empty(&p, RSIZE - 1003); /* odd offset, wraps soon */
+	size_t total = 5 * RSIZE + 333;
+	uint8_t *src = malloc(total), *dst = malloc(total);
+	cr_assert(src && dst);
+	stream_fill(src, 9, 0, total);
+	uint64_t rng = 3;
+	size_t done = 0, got = 0;
+	unsigned calls = 0;
+	while (got < total) {
+		size_t want = 1 + (size_t)(rnd(&rng) % (RSIZE + 100));
+		if (want > total - done)
+			want = total - done;
+		struct iovec in[4];
+		size_t cnt = split(src + done, want, in, &rng);
+		done += shm_ring_write_bulk(&p.w, in, cnt, 0, 1);
+		cr_assert(shm_ring_sane(&p.r));
+		size_t m = rd1(&p.r, dst + got, total - got, 0);
+		got += m;
+		cr_assert_leq(++calls, 100000);
+	}
+	cr_expect_eq(done, total);
+	cr_assert_eq(stream_diff(dst, 9, 0, total), -1);
+	free(src);
+	free(dst);
+	pair_fini(&p);
+}
+
 Test(ring, peek_leaves_bytes)
 {
 	struct pair p;
