@@ -149,6 +149,9 @@ struct shunt_conn {
 				real close (set by core for close) */
 	uint8_t woke;      /* this end woke a sleeping peer since its last
 			      wait: the peer is not asleep for long */
+	uint32_t gave_cpu; /* waits that gave the CPU away (a yield or a
+			      sleep), racy: a bulk send that did so timed
+			      the scheduler, not its copies (shunt_bulk.h) */
 	int held;          /* 1 + an fd of shunt's own on the socket, kept
 			      from the last close to the last reference while
 			      calls were still in flight; 0: none */

@@ -27,14 +27,17 @@
  * spin (each end yielding in turn against a busy neighbour is what costs
  * 2x).  Returns 1 (look again). */
 static int runnable_sample(unsigned *ncpus, uint64_t now);
-static int handoff(enum shunt_spin_verdict why, int unknown, int oneway)
+static int handoff(struct shunt_conn *c, enum shunt_spin_verdict why, int unknown, int oneway)
 {
 	if (why != SHUNT_SPIN_SAME_CPU && !unknown)
 		return 1;
 	unsigned ncpus = 1;
 	int r = (why == SHUNT_SPIN_SAME_CPU && oneway) ? 0 : runnable_sample(&ncpus, 0);
-	if (shunt_spin_yield_ok(why, unknown, oneway, r, ncpus))
+	if (shunt_spin_yield_ok(why, unknown, oneway, r, ncpus)) {
+		if (c)
+			c->gave_cpu++;
 		sched_yield();
+	}
 	return 1;
 }
 
@@ -106,6 +109,11 @@ static int oversubscribed_at(uint64_t now)
 	return shunt_spin_oversubscribed(r, ncpus);
 }
 
+int shunt_spin_oversubscribed_now(uint64_t now)
+{
+	return oversubscribed_at(now);
+}
+
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 {
 	struct shunt_presence *mine;
@@ -141,7 +149,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 	int cpu = sched_getcpu();
 	int w = worth(arg, cpu);
 	if (w != SHUNT_WORTH_SPIN)
-		return w == SHUNT_WORTH_YIELD && handoff(SHUNT_SPIN_SAME_CPU, 0, 0) && ready(arg);
+		return w == SHUNT_WORTH_YIELD && handoff(NULL, SHUNT_SPIN_SAME_CPU, 0, 0) && ready(arg);
 	uint64_t t0 = shunt_now_ns();
 	enum shunt_spin_verdict why = SHUNT_SPIN_BUDGET;
 	int ok = 0;
@@ -162,7 +170,7 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
 		}
 	}
 	shunt_spin_learn(&st, cap, shunt_now_ns() - t0, ok, ok ? SHUNT_SPIN_ON : why);
-	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(why, 0, 0) && ready(arg));
+	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(NULL, why, 0, 0) && ready(arg));
 }
 
 /* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */
@@ -228,7 +236,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		/* The peer has not said where it runs (a server that has not
 		 * accepted yet): it may be queued on our CPU, waiting for the
 		 * very slice a spin would burn.  Let it run first. */
-		handoff(why, 1, 0);
+		handoff(c, why, 1, 0);
 		if (conn_ready(a))
 			return 1;
 	}
@@ -237,7 +245,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		 * off at once.  The budget stays: this was the placement. */
 		if (mine && budget)
 			shunt_spin_learn(&c->spin, cap, 0, 0, why);
-		return handoff(why, 0, oneway) && conn_ready(a);
+		return handoff(c, why, 0, oneway) && conn_ready(a);
 	}
 	/* "Spinning" is said only once the spin lasts (its first beat): a
 	 * wait answered within a few hundred nanoseconds writes nothing the
@@ -273,7 +281,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	if (mine)
 		shunt_spin_learn(&c->spin, cap, ready && i < 64 ? 0 : shunt_now_ns() - t0, ready,
 				 why);
-	return ready || (handoff(why, 0, oneway) && conn_ready(a));
+	return ready || (handoff(c, why, 0, oneway) && conn_ready(a));
 }
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
@@ -298,6 +306,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 		return 0;
 	}
 	SHUNT_STAT_ADD(c, sleeps, 1);
+	c->gave_cpu++;
 	/* The socket's timeout, asked only now: a system call the spinning
 	 * path must not pay.  (UINT64_MAX: asked, none set.) */
 	if (!*deadline) {

@@ -41,6 +41,9 @@ int shunt_conn_worth_spin(struct shunt_conn *c, int cpu);
  * or about to be woken: peer_running) needs one too (shunt_spin_crowded,
  * from a sample of /proc/loadavg at most 10 ms old). */
 int shunt_spin_crowded_now(int peer_running);
+/* 1 when more tasks are runnable than CPUs, the pair's two aside
+ * (shunt_spin_oversubscribed, same sample); now: the monotonic clock. */
+int shunt_spin_oversubscribed_now(uint64_t now);
 
 /* A blocking call on accelerated connection c waits here until the
  * transport's poll() may say ev: spin (spin_us), then sleep on the fds its

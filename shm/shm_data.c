@@ -284,11 +284,24 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 	if (total < SHUNT_BULK_MIN || !SHUNT_BULK_CHOOSES)
 		return send_all(c, m, flags, total, 0);
 	/* A bulk send is timed, whole (its waits for space are the reader's
-	 * pace): two clock reads against microseconds of copying. */
+	 * pace): two clock reads against microseconds of copying.  Whether
+	 * the ends take turns on the CPUs is told by its waits (did it give
+	 * the CPU away?), where the peer last ran, and whether the machine has
+	 * more work than CPUs. */
+	uint32_t gave = c->base.gave_cpu;
 	uint64_t t0 = shunt_now_ns();
 	ssize_t r = send_all(c, m, flags, total, shunt_bulk_streaming(&c->bulk));
-	if (r > 0)
-		shunt_bulk_note(&c->bulk, (uint64_t)r, shunt_now_ns() - t0);
+	if (r > 0) {
+		uint64_t t1 = shunt_now_ns();
+		int pc = __atomic_load_n(&c->hdr->pres[!c->side].cpu, __ATOMIC_RELAXED);
+		int turn = c->base.gave_cpu != gave || pc < 0 || pc == sched_getcpu() ||
+			   shunt_spin_oversubscribed_now(t1);
+		uint8_t was = c->bulk.streaming;
+		shunt_bulk_note(&c->bulk, (uint64_t)r, t1 - t0, t1, turn);
+		if (c->bulk.streaming != was)
+			SHUNT_DEBUG("fd=%d bulk sends now copy with %s stores", c->base.fd,
+				    c->bulk.streaming ? "streaming" : "cached");
+	}
 	return r;
 }
 
