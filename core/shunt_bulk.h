@@ -67,7 +67,8 @@ static inline int shunt_bulk_streaming(const struct shunt_bulk *b)
 
 /* Account a bulk call that moved n bytes in ns nanoseconds, ending at now
  * (the monotonic clock); turn: the ends took turns on a CPU (it gave the CPU
- * away, the peer last ran on its CPU, or the machine is crowded).  At the
+ * away, the peer last ran on its CPU, or more tasks were runnable than
+ * CPUs).  At the
  * end of a window, keep or change the copy. */
 void shunt_bulk_note(struct shunt_bulk *b, uint64_t n, uint64_t ns, uint64_t now, int turn);
 

@@ -101,17 +101,11 @@ int shunt_spin_crowded_now(int peer_running)
 	return r >= 0 && shunt_spin_crowded((unsigned)r, ncpus, peer_running);
 }
 
-/* shunt_spin_oversubscribed at now (the clock, read by the caller). */
-static int oversubscribed_at(uint64_t now)
+int shunt_spin_oversubscribed_now(uint64_t now)
 {
 	unsigned ncpus;
 	int r = runnable_sample(&ncpus, now);
 	return shunt_spin_oversubscribed(r, ncpus);
-}
-
-int shunt_spin_oversubscribed_now(uint64_t now)
-{
-	return oversubscribed_at(now);
 }
 
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
@@ -229,7 +223,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		/* Others could fill every CPU: an exchange sleeps until its
 		 * answer, as the kernel's sockets do (core/shunt_spin.h). */
 		t0 = shunt_now_ns();
-		if (oversubscribed_at(t0))
+		if (shunt_spin_oversubscribed_now(t0))
 			why = SHUNT_SPIN_CROWDED;
 	}
 	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {
