@@ -1,7 +1,7 @@
 /* shunt bench: kernel TCP, a Unix socket, shunt's transports and the raw
  * shared-memory ring, measured in one run, in four placements.
  *
- *   shunt bench [--rounds N] [--duration SEC] [--warmup N] [--sizes LIST]
+ *   shunt bench [--rounds N] [--confirm N] [--duration SEC] [--warmup N] [--sizes LIST]
  *               [--stream-size BYTES] [--connects N]
  *               [--placement LIST] [--cpus A,B] [--pairs N]
  *               [--fabric auto|yes|no] [--only LIST] [--csv FILE]
@@ -12,7 +12,10 @@
  * order that rotates from round to round, so a noisy neighbour or a
  * frequency change hurts all of them alike.  The table shows the medians
  * over the rounds, their ratios to kernel TCP and the rows where shunt is
- * worse than kernel TCP (shunt_bench_verdict.c).
+ * worse than kernel TCP (shunt_bench_verdict.c).  A test whose rounds
+ * make a row suspect (worse, every round apart) is run again for
+ * --confirm rounds of the two columns, in that placement, after the
+ * rounds: the verdict is theirs.
  *
  * Exit status: 0 ok, 1 a measurement failed, 2 usage, 3 a row regressed. */
 #include <getopt.h>
@@ -37,6 +40,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shunt bench [options]\n"
 		"  --rounds N          rounds, columns interleaved in each (default 3)\n"
+		"  --confirm N         a row worse than kernel TCP in every round is measured\n"
+		"                      N more rounds, which decide (default 6, at least 3;\n"
+		"                      0: the rounds alone decide)\n"
 		"  --duration SEC      seconds per measurement (default 1)\n"
 		"  --warmup N          ping-pong round trips not counted (default 1000)\n"
 		"  --sizes LIST        ping-pong message sizes, e.g. 64,4096 (default);\n"
@@ -164,12 +170,76 @@ static int write_plot(const struct bench *b, const char *path)
 	return ok ? 0 : -1;
 }
 
+struct bench_test_at {
+	enum bench_test t;
+	int s; /* size index */
+};
+
+/* Does test t (at size index s) make a row of column tp suspect in
+ * placement pl? */
+static int test_suspect(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+			struct bench_test_at t)
+{
+	static const char *const name[] = { [BTEST_PINGPONG] = "pingpong",
+					    [BTEST_STREAM] = "stream", [BTEST_MSGS] = "msgrate",
+					    [BTEST_CONNECT] = "connect", [BTEST_IDLE] = "idle" };
+	for (int m = 0; m < BM_COUNT; m++) {
+		if (strcmp(bench_metric[m].test, name[t.t]) != 0)
+			continue;
+		if (bench_suspect(b, pl, tp, (enum bench_metric)m, BM_PER_SIZE(m) ? t.s : 0) == 1)
+			return 1;
+	}
+	return 0;
+}
+
+/* After the rounds: each test that made a row suspect runs again, o.confirm
+ * rounds of kernel TCP and the suspect column, taking turns, in its
+ * placement; their figures go to rounds o.rounds and up. */
+static int confirm_suspects(struct bench *b, const struct bench_test_at *tests, int ntests)
+{
+	struct bench_opts *o = &b->o;
+	int failed = 0;
+	for (int i = 0; i < o->nplace && o->confirm; i++) {
+		enum bench_place pl = o->place[i];
+		int want[BENCH_MAX_SIZES + 4][BT_COUNT] = { { 0 } }, any = 0;
+		if (!b->place_ok[pl])
+			continue;
+		for (int t = 0; t < ntests; t++)
+			for (int tp = BT_SHM; tp <= BT_FABRIC; tp++)
+				any |= want[t][tp] = test_suspect(b, pl, (enum bench_tp)tp, tests[t]);
+		if (!any)
+			continue;
+		fprintf(stderr, "shunt bench: %s: a row worse than kernel TCP in every round; "
+			"%d more rounds of its test decide\n", bench_place_key[pl], o->confirm);
+		if (bench_place_enter(b, pl) != 0) {
+			failed = 1;
+			bench_place_leave(b, pl);
+			continue;
+		}
+		for (int c = 0; c < o->confirm; c++)
+			for (int t = 0; t < ntests; t++)
+				for (int tp = BT_SHM; tp <= BT_FABRIC; tp++) {
+					if (!want[t][tp])
+						continue;
+					enum bench_tp first = c % 2 ? tp : BT_TCP;
+					enum bench_tp second = c % 2 ? BT_TCP : tp;
+					int r = o->rounds + c;
+					if (bench_run(b, pl, first, tests[t].t, tests[t].s, r) != 0 ||
+					    bench_run(b, pl, second, tests[t].t, tests[t].s, r) != 0)
+						failed = 1;
+				}
+		bench_place_leave(b, pl);
+	}
+	return failed ? -1 : 0;
+}
+
 int shunt_cmd_bench(int argc, char **argv)
 {
 	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
-	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_HELP };
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_CONFIRM, O_HELP };
 	static const struct option opts[] = {
 		{ "rounds", required_argument, NULL, O_ROUNDS },
+		{ "confirm", required_argument, NULL, O_CONFIRM },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "warmup", required_argument, NULL, O_WARMUP },
 		{ "sizes", required_argument, NULL, O_SIZES },
@@ -190,7 +260,7 @@ int shunt_cmd_bench(int argc, char **argv)
 	static struct bench bench;
 	struct bench *b = &bench;
 	struct bench_opts *o = &b->o;
-	*o = (struct bench_opts){ .rounds = 3, .duration = 1, .warmup = 1000,
+	*o = (struct bench_opts){ .rounds = 3, .confirm = 6, .duration = 1, .warmup = 1000,
 				  .sizes = { 64, 4096 }, .nsizes = 2, .stream_size = 65536,
 				  .connects = 1000, .cpus = { -1, -1 }, .fabric = -1,
 				  .only = (1 << BT_COUNT) - 1,
@@ -208,6 +278,14 @@ int shunt_cmd_bench(int argc, char **argv)
 			if (parse_num(optarg, 1, BENCH_MAX_ROUNDS, &x) || x != (int)x)
 				return usage_error("--rounds: expected 1..%d", BENCH_MAX_ROUNDS);
 			o->rounds = (int)x;
+			break;
+		case O_CONFIRM:
+			/* fewer than 3 rounds a side can never pass the rank test */
+			if (parse_num(optarg, 0, BENCH_MAX_ROUNDS, &x) || x != (int)x ||
+			    (x > 0 && x < 3))
+				return usage_error("--confirm: expected 0, or 3..%d (fewer rounds "
+						   "can never confirm a regression)", BENCH_MAX_ROUNDS);
+			o->confirm = (int)x;
 			break;
 		case O_DURATION:
 			if (parse_num(optarg, 0.01, 600, &x))
@@ -297,9 +375,9 @@ int shunt_cmd_bench(int argc, char **argv)
 
 	if (bench_find_programs(b) != 0 || !child_self_exe())
 		return 1;
-	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * o->rounds;
+	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b);
 	b->v = malloc(nv * sizeof(*b->v));
-	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * o->rounds,
+	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b),
 			sizeof(*b->cdf));
 	if (!b->v || !b->cdf) {
 		fprintf(stderr, "shunt bench: out of memory\n");
@@ -349,7 +427,7 @@ int shunt_cmd_bench(int argc, char **argv)
 
 	/* the tests of a round: a ping-pong per size, then the rates, then the
 	 * idle connection */
-	struct { enum bench_test t; int s; } tests[BENCH_MAX_SIZES + 4];
+	struct bench_test_at tests[BENCH_MAX_SIZES + 4];
 	int ntests = 0;
 	for (int s = 0; s < o->nsizes; s++) {
 		tests[ntests].t = BTEST_PINGPONG;
@@ -410,6 +488,8 @@ int shunt_cmd_bench(int argc, char **argv)
 				bench_place_key[pl]);
 		}
 	}
+	if (!failed && confirm_suspects(b, tests, ntests) != 0)
+		failed = 1;
 	b->load[1] = shunt_machine_loadavg();
 	bench_stop_servers(b);
 

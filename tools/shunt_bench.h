@@ -82,6 +82,7 @@ struct bench_cdf {
 
 struct bench_opts {
 	int rounds;
+	int confirm;                /* rounds re-run for a suspect row (--confirm) */
 	double duration;            /* seconds per run */
 	unsigned warmup;            /* ping-pong round trips not counted */
 	unsigned sizes[BENCH_MAX_SIZES];
@@ -131,12 +132,16 @@ struct bench {
 	int agent_log[2];                     /* its stderr, read until it serves */
 };
 
+/* Rounds kept per figure: the rounds, then the confirmation rounds of a
+ * suspect row (round o.rounds + i is confirmation round i). */
+#define BENCH_SLOTS(b) ((b)->o.rounds + (b)->o.confirm)
 /* Value of round r (NAN when not measured). */
 #define BV(b, pl, tp, m, s, r)                                                              \
 	((b)->v[(((((size_t)(pl) * BT_COUNT + (tp)) * BM_COUNT + (m)) * BENCH_MAX_SIZES + (s)) * \
-		 (b)->o.rounds) + (r)])
-#define BCDF(b, pl, tp, s, r) \
-	((b)->cdf[((((size_t)(pl) * BT_COUNT + (tp)) * BENCH_MAX_SIZES + (s)) * (b)->o.rounds) + (r)])
+		 (size_t)BENCH_SLOTS(b)) + (r)])
+#define BCDF(b, pl, tp, s, r)                                                                 \
+	((b)->cdf[((((size_t)(pl) * BT_COUNT + (tp)) * BENCH_MAX_SIZES + (s)) *                   \
+		   (size_t)BENCH_SLOTS(b)) + (r)])
 
 /* shunt_bench_metric.c */
 extern const char *const bench_tp_name[BT_COUNT];   /* "kernel TCP" */
@@ -202,10 +207,24 @@ void bench_netns_down(struct bench *b);
  * 1 - BENCH_MARGIN) and the ranges of the rounds do not overlap; 0 when
  * not; -1 when a side has no figure. */
 int bench_worse(const double *col, int ncol, const double *ref, int nref, int lower_better);
+/* One-sided rank test (Mann-Whitney) on fresh rounds: 1 when col is worse
+ * than ref (median ratio below 1 - BENCH_MARGIN, and ranked worse with
+ * p < BENCH_CONFIRM_P), 0 when not, -1 when a side has no figure. */
+#define BENCH_CONFIRM_P 0.05
+int bench_worse_confirmed(const double *col, int ncol, const double *ref, int nref,
+			  int lower_better);
 /* Is column tp judged against kernel TCP in this run (a shunt column,
  * measured, under the same conditions as kernel TCP)? */
 int bench_compared(const struct bench *b, enum bench_tp tp);
-/* 1: regression, 0: not, -1: no verdict (not judged, or no figures). */
+/* Worse in the rounds (bench_worse): 1, 0, or -1 when not judged. */
+int bench_suspect(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+		  enum bench_metric m, int s);
+/* Confirmation rounds with figures for this row in both columns. */
+int bench_confirm_rounds(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+			 enum bench_metric m, int s);
+/* 1: regression (a suspect confirmed by its confirmation rounds, or a
+ * suspect that has none), 0: not, -1: no verdict (not judged, or no
+ * figures). */
 int bench_regressed(const struct bench *b, enum bench_place pl, enum bench_tp tp,
 		    enum bench_metric m, int s);
 /* Rows (placement, metric, size, column) that regressed. */

@@ -9,7 +9,21 @@
  *     kernel TCP's worst.
  * The margin keeps a steady difference of a few per cent (a frequency
  * step, the page cache) from counting; the ranges keep one noisy round
- * from counting.  With one round the margin alone decides.  The judged
+ * from counting.  With one round the margin alone decides.
+ *
+ * Such a row is a suspect, not yet a regression.  Where two columns
+ * have the same spread (a p99.9 made of scheduler slices with more tasks
+ * than CPUs: 0.2 to 4 ms from round to round for both), three rounds of
+ * one fall all below three of the other once in twenty; over the dozen
+ * noisy rows of a run, one run in three would cry wolf.  So the test of
+ * a suspect row is run again, --confirm rounds (6) of both columns,
+ * interleaved, and the row is a regression when those fresh rounds say
+ * so too: their median ratio beyond the margin and a one-sided rank test
+ * (Mann-Whitney, normal approximation) at p < 0.05.  A steady regression
+ * passes both easily (six rounds all worse: p = 0.001); noise passes the
+ * two tests together about once in 400 suspects.  With --confirm 0, or
+ * when the confirmation could not be measured, a suspect is a
+ * regression.  The judged
  * metrics are bench_metric[].judged; the judged columns shunt-shm and
  * shunt-fabric, each against kernel TCP run under the same conditions
  * (both on loopback, or both across --netns).
@@ -56,23 +70,84 @@ int bench_worse(const double *col, int ncol, const double *ref, int nref, int lo
 	return ratio < 1 - BENCH_MARGIN && apart;
 }
 
+int bench_worse_confirmed(const double *col, int ncol, const double *ref, int nref,
+			  int lower_better)
+{
+	double c[BENCH_MAX_ROUNDS], t[BENCH_MAX_ROUNDS];
+	size_t nc = 0, nt = 0;
+	for (int i = 0; i < ncol && nc < BENCH_MAX_ROUNDS; i++)
+		if (!isnan(col[i]))
+			c[nc++] = col[i];
+	for (int i = 0; i < nref && nt < BENCH_MAX_ROUNDS; i++)
+		if (!isnan(ref[i]))
+			t[nt++] = ref[i];
+	if (!nc || !nt)
+		return -1;
+	/* U: the pairs (one round of each) where the column is worse, ties
+	 * counting half */
+	double u = 0;
+	for (size_t i = 0; i < nc; i++)
+		for (size_t j = 0; j < nt; j++) {
+			int worse = lower_better ? c[i] > t[j] : c[i] < t[j];
+			u += c[i] == t[j] ? 0.5 : worse;
+		}
+	double mc = median_d(c, nc), mt = median_d(t, nt);
+	if (!(mt > 0))
+		return -1;
+	double ratio = lower_better ? (mc > 0 ? mt / mc : INFINITY) : mc / mt;
+	double n1 = (double)nc, n2 = (double)nt;
+	double mu = n1 * n2 / 2, sigma = sqrt(n1 * n2 * (n1 + n2 + 1) / 12);
+	/* P(U >= u) under the same distribution, with continuity correction */
+	double p = 0.5 * erfc((u - 0.5 - mu) / sigma / M_SQRT2);
+	return ratio < 1 - BENCH_MARGIN && p < BENCH_CONFIRM_P;
+}
+
 int bench_compared(const struct bench *b, enum bench_tp tp)
 {
 	return (tp == BT_SHM || tp == BT_FABRIC) && b->avail[tp] && b->avail[BT_TCP] &&
 	       BENCH_CROSS(b, tp) == BENCH_CROSS(b, BT_TCP);
 }
 
-int bench_regressed(const struct bench *b, enum bench_place pl, enum bench_tp tp,
-		    enum bench_metric m, int s)
+/* Rounds first .. first + n - 1 of the row, both columns. */
+static void rounds_of(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+		      enum bench_metric m, int s, int first, int n, double *col, double *ref)
+{
+	for (int i = 0; i < n; i++) {
+		col[i] = BV(b, pl, tp, m, s, first + i);
+		ref[i] = BV(b, pl, BT_TCP, m, s, first + i);
+	}
+}
+
+int bench_suspect(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+		  enum bench_metric m, int s)
 {
 	if (!bench_metric[m].judged || !bench_compared(b, tp) || !b->place_ok[pl])
 		return -1;
 	double col[BENCH_MAX_ROUNDS], ref[BENCH_MAX_ROUNDS];
-	for (int r = 0; r < b->o.rounds; r++) {
-		col[r] = BV(b, pl, tp, m, s, r);
-		ref[r] = BV(b, pl, BT_TCP, m, s, r);
-	}
+	rounds_of(b, pl, tp, m, s, 0, b->o.rounds, col, ref);
 	return bench_worse(col, b->o.rounds, ref, b->o.rounds, bench_metric[m].lower_better);
+}
+
+int bench_confirm_rounds(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+			 enum bench_metric m, int s)
+{
+	int n = 0;
+	for (int i = 0; i < b->o.confirm; i++)
+		n += !isnan(BV(b, pl, tp, m, s, b->o.rounds + i)) &&
+		     !isnan(BV(b, pl, BT_TCP, m, s, b->o.rounds + i));
+	return n;
+}
+
+int bench_regressed(const struct bench *b, enum bench_place pl, enum bench_tp tp,
+		    enum bench_metric m, int s)
+{
+	int v = bench_suspect(b, pl, tp, m, s);
+	if (v != 1 || !bench_confirm_rounds(b, pl, tp, m, s))
+		return v;
+	double col[BENCH_MAX_ROUNDS], ref[BENCH_MAX_ROUNDS];
+	rounds_of(b, pl, tp, m, s, b->o.rounds, b->o.confirm, col, ref);
+	return bench_worse_confirmed(col, b->o.confirm, ref, b->o.confirm,
+				     bench_metric[m].lower_better) == 1;
 }
 
 int bench_regressions(const struct bench *b)

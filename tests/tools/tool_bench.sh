@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: tool_bench: $*"; exit 1; }
 
 for bad in "--placement bogus" "--placement free,free" "--placement ''" "--cpus 0,0" \
-	"--cpus 1" "--pairs 0" "--pairs 100000"; do
+	"--cpus 1" "--pairs 0" "--pairs 100000" "--confirm 2" "--confirm -1" "--confirm 1.5"; do
 	rc=0
 	eval "\"\$SHUNT\" bench $bad" >"$tmp/out" 2>&1 || rc=$?
 	[[ $rc -eq 2 ]] || fail "shunt bench $bad: exit status $rc, expected 2 ($(head -c 300 "$tmp/out"))"
@@ -59,7 +59,7 @@ fi
 # A session of its own: whatever the run starts stays in it (servers and
 # clients make process groups, not sessions), so what is left is visible.
 rc=0
-setsid --wait bash -c 'echo $$ >"$0/sid"; exec "$@"' "$tmp" "$SHUNT" bench --rounds 1 --duration 0.1 \
+setsid --wait bash -c 'echo $$ >"$0/sid"; exec "$@"' "$tmp" "$SHUNT" bench --rounds 1 --confirm 3 --duration 0.1 \
 	--warmup 100 --sizes "$sizes" --connects 50 --placement "$places" "${opts[@]}" \
 	--csv "$tmp/b.csv" --plot "$tmp/b.svg" >"$tmp/out" 2>"$tmp/err" || rc=$?
 cat "$tmp/out" "$tmp/err"
@@ -181,7 +181,21 @@ if len(t) == 2:
     check(all(l.startswith("  ") for l in lines), "targets: %r" % lines)
     for l in lines:
         check(re.search(r"\): (met|not met)$|: not checked: .+$", l) is not None, "target line %r" % l)
-nruns = len(run) * (len(sizes) + 4)
+# a suspect row's test ran again, --confirm 3 rounds of kernel TCP and
+# shunt-shm: the CSV's rounds c1 to c3
+conf = {(r[0], r[1], r[3], r[4]) for r in csv.reader(open(csvf))
+        if r[1][:1] == "c" and r[1][1:].isdigit() and r[2] == "shunt-shm"}
+check(all(k[1] in ("c1", "c2", "c3") for k in conf), "CSV: confirmation rounds %r" % sorted(conf))
+for k in conf:
+    for c in ("c1", "c2", "c3"):
+        check((k[0], c, k[2], k[3]) in conf, "CSV: confirmation %r without round %s" % (k, c))
+    check(any(r[0] == k[0] and r[1] == k[1] and r[2] == "kernel TCP" and r[3] == k[2]
+              for r in csv.reader(open(csvf))), "CSV: confirmation %r without kernel TCP" % (k,))
+for m_ in re.finditer(r"^  not confirmed: (\w+): (.+): shunt-shm [0-9.]+x in the 1 rounds, not worse in 3 more$",
+                      text, re.M):
+    check(any(k[0] == m_.group(1) for k in conf), "not confirmed without confirmation rounds: %r" % m_.group(0))
+nruns = len(run) * (len(sizes) + 4) + len({(k[0], k[1], k[2], k[3] if k[2] == "pingpong" else "")
+                                            for k in conf})
 check(re.search(r"^shunt-shm: transport confirmed from the library's stats in %d run\(s\)$" % nruns, text, re.M),
       "shm transport not confirmed in every run (%d: ping-pongs, stream, message rate, connect, idle)" % nruns)
 check(re.search(r"^shunt-fabric: (not measured: .+|transport confirmed .*)$", text, re.M),

@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 rc=0
 # Not under timeout(1): its pid names the namespaces (ctest bounds the time).
-"$SHUNT" bench --netns --fabric yes --only tcp,fabric --placement free --rounds 1 \
+"$SHUNT" bench --netns --fabric yes --only tcp,fabric --placement free --rounds 1 --confirm 0 \
 	--duration 0.1 --warmup 100 --sizes 64 --connects 20 >"$tmp/out" 2>"$tmp/err" &
 bpid=$!
 # The namespaces exist while it runs (its pid names them).

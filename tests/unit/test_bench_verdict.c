@@ -74,6 +74,46 @@ Test(bench_worse, rounds_without_figures_are_left_out)
 	cr_expect_eq(bench_worse(shm, 3, tcp, 3, 1), 1);
 }
 
+/* ---- the confirmation of a suspect, on fresh rounds --------------------- */
+
+Test(bench_worse_confirmed, steady_regression_is)
+{
+	double shm[] = { 110, 112, 111, 113, 109, 112 }, tcp[] = { 100, 101, 99, 102, 100, 98 };
+	cr_expect_eq(bench_worse_confirmed(shm, 6, tcp, 6, 1), 1);
+	/* one round of six better than every TCP round: still worse (p about 0.03) */
+	double shm2[] = { 110, 112, 95, 113, 109, 112 };
+	cr_expect_eq(bench_worse_confirmed(shm2, 6, tcp, 6, 1), 1);
+}
+
+Test(bench_worse_confirmed, same_spread_is_not)
+{
+	/* scheduler tails: both columns from one spread, interleaved ranks */
+	double shm[] = { 2500, 1700, 3900, 1500, 2900, 2100 };
+	double tcp[] = { 2400, 3200, 1800, 2600, 1600, 3500 };
+	cr_expect_eq(bench_worse_confirmed(shm, 6, tcp, 6, 1), 0);
+	/* worse in median by 16 %, but two rounds of six better than every
+	 * TCP round: not enough to say (p about 0.2) */
+	double shm3[] = { 120, 121, 122, 119, 90, 91 }, tcp3[] = { 100, 101, 99, 118, 117, 92 };
+	cr_expect_eq(bench_worse_confirmed(shm3, 6, tcp3, 6, 1), 0);
+}
+
+Test(bench_worse_confirmed, within_margin_is_not)
+{
+	double shm[] = { 104, 104.5, 103.8, 104.2, 104.1, 103.9 };
+	double tcp[] = { 100, 100.2, 99.9, 100.1, 100, 99.8 };
+	cr_expect_eq(bench_worse_confirmed(shm, 6, tcp, 6, 1), 0, "ranked worse, but by 4 %%");
+}
+
+Test(bench_worse_confirmed, rates_and_missing)
+{
+	double shm[] = { 80, 82, 81, 79, 83, 80 }, tcp[] = { 100, 99, 101, 98, 102, 100 };
+	cr_expect_eq(bench_worse_confirmed(shm, 6, tcp, 6, 0), 1, "a lower rate is worse");
+	cr_expect_eq(bench_worse_confirmed(shm, 6, tcp, 6, 1), 0, "a lower latency is better");
+	double none[] = { NAN, NAN };
+	cr_expect_eq(bench_worse_confirmed(none, 2, tcp, 6, 0), -1);
+	cr_expect_eq(bench_worse_confirmed(shm, 6, none, 2, 0), -1);
+}
+
 Test(bench_exit_status, statuses)
 {
 	cr_expect_eq(bench_exit_status(0, 0), 0);
@@ -85,11 +125,12 @@ Test(bench_exit_status, statuses)
 
 /* ---- a whole run's rows --------------------------------------------------- */
 
-static struct bench *make(int rounds)
+static struct bench *make_confirm(int rounds, int confirm)
 {
 	struct bench *b = calloc(1, sizeof(*b));
 	cr_assert_not_null(b);
 	b->o.rounds = rounds;
+	b->o.confirm = confirm;
 	b->o.nsizes = 2;
 	b->o.sizes[0] = 64;
 	b->o.sizes[1] = 4096;
@@ -101,14 +142,20 @@ static struct bench *make(int rounds)
 		b->place_ok[pl] = 1;
 	}
 	b->ncpus = 2;
-	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * rounds;
+	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b);
 	b->v = malloc(nv * sizeof(*b->v));
-	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * rounds, sizeof(*b->cdf));
+	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b),
+			sizeof(*b->cdf));
 	cr_assert(b->v && b->cdf);
 	for (size_t i = 0; i < nv; i++)
 		b->v[i] = NAN;
 	b->avail[BT_RING] = b->avail[BT_UNIX] = b->avail[BT_TCP] = b->avail[BT_SHM] = 1;
 	return b;
+}
+
+static struct bench *make(int rounds)
+{
+	return make_confirm(rounds, 0);
 }
 
 static void unmake(struct bench *b)
@@ -159,6 +206,49 @@ Test(bench_verdict, rows_and_columns_judged)
 	b->o.nplace = 1;
 	b->o.place[0] = BP_PINNED;
 	cr_expect_eq(bench_regressions(b), 0);
+	unmake(b);
+}
+
+/* Confirmation round i of column tp: the figures of fig[]. */
+static void set_confirm(struct bench *b, enum bench_place pl, enum bench_tp tp,
+			enum bench_metric m, int s, const double *fig)
+{
+	for (int i = 0; i < b->o.confirm; i++)
+		BV(b, pl, tp, m, s, b->o.rounds + i) = fig[i];
+}
+
+Test(bench_verdict, a_suspect_is_judged_by_its_confirmation)
+{
+	struct bench *b = make_confirm(3, 6);
+	double tcp[] = { 2400, 3200, 1800, 2600, 1600, 3500 };
+	double noise[] = { 2500, 1700, 3900, 1500, 2900, 2100 };
+	double worse[] = { 4100, 4500, 3900, 4800, 4300, 4000 };
+	/* worse in all three rounds, ranges apart: a suspect */
+	set(b, BP_OVERSUB, BT_TCP, BM_P999, 1, 2000, 100);
+	set(b, BP_OVERSUB, BT_SHM, BM_P999, 1, 3500, 100);
+	cr_expect_eq(bench_suspect(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 1);
+	cr_expect_eq(bench_regressed(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 1,
+		     "no confirmation measured: the suspect stands");
+	/* its confirmation says noise: not a regression */
+	set_confirm(b, BP_OVERSUB, BT_TCP, BM_P999, 1, tcp);
+	set_confirm(b, BP_OVERSUB, BT_SHM, BM_P999, 1, noise);
+	cr_expect_eq(bench_confirm_rounds(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 6);
+	cr_expect_eq(bench_regressed(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 0);
+	cr_expect_eq(bench_regressions(b), 0);
+	/* its confirmation says worse again: a regression */
+	set_confirm(b, BP_OVERSUB, BT_SHM, BM_P999, 1, worse);
+	cr_expect_eq(bench_regressed(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 1);
+	cr_expect_eq(bench_regressions(b), 1);
+	/* a row that was not a suspect is not judged by confirmation rounds
+	 * (they were run for another row of its test) */
+	set(b, BP_OVERSUB, BT_TCP, BM_P99, 1, 100, 1);
+	set(b, BP_OVERSUB, BT_SHM, BM_P99, 1, 80, 1);
+	double p99_tcp[] = { 100, 100, 100, 100, 100, 100 }, p99_shm[] = { 300, 300, 300, 300, 300, 300 };
+	set_confirm(b, BP_OVERSUB, BT_TCP, BM_P99, 1, p99_tcp);
+	set_confirm(b, BP_OVERSUB, BT_SHM, BM_P99, 1, p99_shm);
+	cr_expect_eq(bench_regressed(b, BP_OVERSUB, BT_SHM, BM_P99, 1), 0);
+	/* the table's medians are the rounds', not the confirmation's */
+	cr_expect_float_eq(bench_median(b, BP_OVERSUB, BT_SHM, BM_P999, 1), 3600, 1e-9);
 	unmake(b);
 }
 
