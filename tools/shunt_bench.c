@@ -180,11 +180,8 @@ struct bench_test_at {
 static int test_suspect(const struct bench *b, enum bench_place pl, enum bench_tp tp,
 			struct bench_test_at t)
 {
-	static const char *const name[] = { [BTEST_PINGPONG] = "pingpong",
-					    [BTEST_STREAM] = "stream", [BTEST_MSGS] = "msgrate",
-					    [BTEST_CONNECT] = "connect", [BTEST_IDLE] = "idle" };
 	for (int m = 0; m < BM_COUNT; m++) {
-		if (strcmp(bench_metric[m].test, name[t.t]) != 0)
+		if (strcmp(bench_metric[m].test, bench_test_key[t.t]) != 0)
 			continue;
 		if (bench_suspect(b, pl, tp, (enum bench_metric)m, BM_PER_SIZE(m) ? t.s : 0) == 1)
 			return 1;

@@ -189,6 +189,8 @@ void bench_stop_servers(struct bench *b);
 void bench_probe_fabric(struct bench *b);
 /* One run of one test in placement pl, round r; results stored in b. */
 enum bench_test { BTEST_PINGPONG, BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT, BTEST_IDLE };
+/* shunt_bench_metric.c: "pingpong", as bench_metric[].test names a test */
+extern const char *const bench_test_key[];
 int bench_run(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench_test test,
 	      int size_idx, int r);
 

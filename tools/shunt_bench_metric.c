@@ -13,6 +13,11 @@ const char *const bench_tp_name[BT_COUNT] = {
 const char *const bench_tp_key[BT_COUNT] = { "ring", "unix", "tcp", "shm", "fabric" };
 const char *const bench_place_key[BP_COUNT] = { "free", "pinned", "neighbour", "oversub" };
 
+/* The CSV test name of each test, as bench_metric[].test spells it. */
+const char *const bench_test_key[] = { [BTEST_PINGPONG] = "pingpong", [BTEST_STREAM] = "stream",
+				       [BTEST_MSGS] = "msgrate", [BTEST_CONNECT] = "connect",
+				       [BTEST_IDLE] = "idle" };
+
 /* Judged: the rows the issue names (latency percentiles, round trips,
  * stream, messages, connections).  Not judged: the maximum (one sample, not
  * a percentile: the noisiest figure there is) and the CPU rows (a cost

@@ -20,7 +20,7 @@
  * interleaved, and the row is a regression when those fresh rounds say
  * so too: their median ratio beyond the margin and a one-sided rank test
  * (Mann-Whitney, normal approximation) at p < 0.05.  A steady regression
- * passes both easily (six rounds all worse: p = 0.001); noise passes the
+ * passes both easily (six rounds all worse: p about 0.003); noise passes the
  * two tests together about once in 400 suspects.  With --confirm 0, or
  * when the confirmation could not be measured, a suspect is a
  * regression.  The judged
@@ -43,59 +43,69 @@
 #include "bench/bench_util.h"
 #include "shunt_bench.h"
 
+/* The figures of n rounds without the NANs (at most BENCH_MAX_ROUNDS),
+ * with their lowest and highest. */
+struct figs {
+	double v[BENCH_MAX_ROUNDS], min, max;
+	size_t n;
+};
+
+static void figs_of(struct figs *f, const double *x, int n)
+{
+	f->n = 0;
+	f->min = INFINITY;
+	f->max = -INFINITY;
+	for (int i = 0; i < n && f->n < BENCH_MAX_ROUNDS; i++)
+		if (!isnan(x[i])) {
+			f->v[f->n++] = x[i];
+			f->min = fmin(f->min, x[i]);
+			f->max = fmax(f->max, x[i]);
+		}
+}
+
+/* The column's median over the reference's, turned so that > 1 is better;
+ * NAN when a side has no figure or the reference is not positive (nothing
+ * to be worse than). */
+static double median_ratio(struct figs *c, struct figs *t, int lower_better)
+{
+	if (!c->n || !t->n)
+		return NAN;
+	double mc = median_d(c->v, c->n), mt = median_d(t->v, t->n);
+	if (!(mt > 0))
+		return NAN;
+	return lower_better ? (mc > 0 ? mt / mc : INFINITY) : mc / mt;
+}
+
 int bench_worse(const double *col, int ncol, const double *ref, int nref, int lower_better)
 {
-	double c[BENCH_MAX_ROUNDS], t[BENCH_MAX_ROUNDS];
-	double cmin = INFINITY, cmax = -INFINITY, tmin = INFINITY, tmax = -INFINITY;
-	size_t nc = 0, nt = 0;
-	for (int i = 0; i < ncol && nc < BENCH_MAX_ROUNDS; i++)
-		if (!isnan(col[i])) {
-			c[nc++] = col[i];
-			cmin = fmin(cmin, col[i]);
-			cmax = fmax(cmax, col[i]);
-		}
-	for (int i = 0; i < nref && nt < BENCH_MAX_ROUNDS; i++)
-		if (!isnan(ref[i])) {
-			t[nt++] = ref[i];
-			tmin = fmin(tmin, ref[i]);
-			tmax = fmax(tmax, ref[i]);
-		}
-	if (!nc || !nt)
+	struct figs c, t;
+	figs_of(&c, col, ncol);
+	figs_of(&t, ref, nref);
+	double ratio = median_ratio(&c, &t, lower_better);
+	if (isnan(ratio))
 		return -1;
-	double mc = median_d(c, nc), mt = median_d(t, nt);
-	if (!(mt > 0))
-		return -1; /* no reference to be worse than */
-	double ratio = lower_better ? (mc > 0 ? mt / mc : INFINITY) : mc / mt;
-	int apart = lower_better ? cmin > tmax : cmax < tmin;
+	int apart = lower_better ? c.min > t.max : c.max < t.min;
 	return ratio < 1 - BENCH_MARGIN && apart;
 }
 
 int bench_worse_confirmed(const double *col, int ncol, const double *ref, int nref,
 			  int lower_better)
 {
-	double c[BENCH_MAX_ROUNDS], t[BENCH_MAX_ROUNDS];
-	size_t nc = 0, nt = 0;
-	for (int i = 0; i < ncol && nc < BENCH_MAX_ROUNDS; i++)
-		if (!isnan(col[i]))
-			c[nc++] = col[i];
-	for (int i = 0; i < nref && nt < BENCH_MAX_ROUNDS; i++)
-		if (!isnan(ref[i]))
-			t[nt++] = ref[i];
-	if (!nc || !nt)
+	struct figs c, t;
+	figs_of(&c, col, ncol);
+	figs_of(&t, ref, nref);
+	double ratio = median_ratio(&c, &t, lower_better);
+	if (isnan(ratio))
 		return -1;
 	/* U: the pairs (one round of each) where the column is worse, ties
 	 * counting half */
 	double u = 0;
-	for (size_t i = 0; i < nc; i++)
-		for (size_t j = 0; j < nt; j++) {
-			int worse = lower_better ? c[i] > t[j] : c[i] < t[j];
-			u += c[i] == t[j] ? 0.5 : worse;
+	for (size_t i = 0; i < c.n; i++)
+		for (size_t j = 0; j < t.n; j++) {
+			int worse = lower_better ? c.v[i] > t.v[j] : c.v[i] < t.v[j];
+			u += c.v[i] == t.v[j] ? 0.5 : worse;
 		}
-	double mc = median_d(c, nc), mt = median_d(t, nt);
-	if (!(mt > 0))
-		return -1;
-	double ratio = lower_better ? (mc > 0 ? mt / mc : INFINITY) : mc / mt;
-	double n1 = (double)nc, n2 = (double)nt;
+	double n1 = (double)c.n, n2 = (double)t.n;
 	double mu = n1 * n2 / 2, sigma = sqrt(n1 * n2 * (n1 + n2 + 1) / 12);
 	/* P(U >= u) under the same distribution, with continuity correction */
 	double p = 0.5 * erfc((u - 0.5 - mu) / sigma / M_SQRT2);
