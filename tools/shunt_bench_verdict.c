@@ -63,11 +63,14 @@ static void figs_of(struct figs *f, const double *x, int n)
 		}
 }
 
-/* The column's median over the reference's, turned so that > 1 is better;
- * NAN when a side has no figure or the reference is not positive (nothing
- * to be worse than). */
-static double median_ratio(struct figs *c, struct figs *t, int lower_better)
+/* Gathers both sides' figures; returns the column's median over the
+ * reference's, turned so that > 1 is better, or NAN when a side has no
+ * figure or the reference is not positive (nothing to be worse than). */
+static double median_ratio(struct figs *c, const double *col, int ncol, struct figs *t,
+			   const double *ref, int nref, int lower_better)
 {
+	figs_of(c, col, ncol);
+	figs_of(t, ref, nref);
 	if (!c->n || !t->n)
 		return NAN;
 	double mc = median_d(c->v, c->n), mt = median_d(t->v, t->n);
@@ -79,9 +82,7 @@ static double median_ratio(struct figs *c, struct figs *t, int lower_better)
 int bench_worse(const double *col, int ncol, const double *ref, int nref, int lower_better)
 {
 	struct figs c, t;
-	figs_of(&c, col, ncol);
-	figs_of(&t, ref, nref);
-	double ratio = median_ratio(&c, &t, lower_better);
+	double ratio = median_ratio(&c, col, ncol, &t, ref, nref, lower_better);
 	if (isnan(ratio))
 		return -1;
 	int apart = lower_better ? c.min > t.max : c.max < t.min;
@@ -92,9 +93,7 @@ int bench_worse_confirmed(const double *col, int ncol, const double *ref, int nr
 			  int lower_better)
 {
 	struct figs c, t;
-	figs_of(&c, col, ncol);
-	figs_of(&t, ref, nref);
-	double ratio = median_ratio(&c, &t, lower_better);
+	double ratio = median_ratio(&c, col, ncol, &t, ref, nref, lower_better);
 	if (isnan(ratio))
 		return -1;
 	/* U: the pairs (one round of each) where the column is worse, ties
