@@ -71,6 +71,13 @@ int shunt_spin_oversubscribed(int runnable, unsigned ncpus)
 	return runnable >= 0 && (unsigned)(runnable > 2 ? runnable - 2 : 0) >= ncpus;
 }
 
+int shunt_spin_crowd(int young, int peer_running, int runnable, unsigned ncpus)
+{
+	if (young)
+		return runnable >= 0 && shunt_spin_crowded((unsigned)runnable, ncpus, peer_running);
+	return shunt_spin_oversubscribed(runnable, ncpus);
+}
+
 int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, int runnable,
 			unsigned ncpus)
 {

@@ -210,20 +210,22 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 	enum shunt_spin_verdict why =
 		budget ? shunt_spin_check(peer, cpu, woke, 0, budget, &beat) : SHUNT_SPIN_BUDGET;
 	uint64_t t0 = 0; /* the spin's start: one clock read for the sample too */
-	if (c->waits < SHUNT_SPIN_YOUNG_WAITS) {
+	int young = c->waits < SHUNT_SPIN_YOUNG_WAITS;
+	if (young) {
 		/* The peer's setup (core/shunt_spin.h): hand it our CPU
 		 * rather than sleep, whatever the crowd. */
 		oneway = 1;
 		c->waits++;
-		if (why == SHUNT_SPIN_ON && peer &&
-		    shunt_spin_crowded_now(__atomic_load_n(&peer->where, __ATOMIC_RELAXED) !=
-					   SHUNT_AT_SLEEP))
-			why = SHUNT_SPIN_CROWDED;
-	} else if (why == SHUNT_SPIN_ON && peer && !oneway) {
-		/* Others could fill every CPU: an exchange sleeps until its
-		 * answer, as the kernel's sockets do (core/shunt_spin.h). */
+	}
+	if (why == SHUNT_SPIN_ON && peer) {
+		/* Others want the CPUs: sleep until the answer, as the
+		 * kernel's sockets do (shunt_spin_crowd). */
+		unsigned ncpus;
 		t0 = shunt_now_ns();
-		if (shunt_spin_oversubscribed_now(t0))
+		int r = runnable_sample(&ncpus, t0);
+		if (shunt_spin_crowd(young,
+				     __atomic_load_n(&peer->where, __ATOMIC_RELAXED) != SHUNT_AT_SLEEP,
+				     r, ncpus))
 			why = SHUNT_SPIN_CROWDED;
 	}
 	if (why == SHUNT_SPIN_ON && peer && __atomic_load_n(&peer->cpu, __ATOMIC_RELAXED) < 0) {

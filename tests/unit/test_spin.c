@@ -197,3 +197,28 @@ Test(spin, an_exchange_does_not_spin_where_others_could_fill_every_cpu)
 	cr_assert(shunt_spin_oversubscribed(3, 1));
 	cr_assert_not(shunt_spin_oversubscribed(2, 1));
 }
+
+Test(spin, a_wait_past_setup_does_not_spin_where_others_could_fill_every_cpu)
+{
+	/* 4 stream or ping-pong pairs on 2 CPUs: an exchange and a one-way
+	 * stream alike (the caller no longer tells them apart here) */
+	cr_assert(shunt_spin_crowd(0, 1, 8, 2));
+	cr_assert(shunt_spin_crowd(0, 0, 8, 2));
+	/* the pair and one busy neighbour: it still spins */
+	cr_assert_not(shunt_spin_crowd(0, 1, 3, 2));
+	/* unknown: spin */
+	cr_assert_not(shunt_spin_crowd(0, 1, -1, 2));
+}
+
+Test(spin, a_young_connection_does_not_spin_where_no_cpu_is_spare)
+{
+	/* the peer's setup with a busy neighbour on 2 CPUs: no spin, where
+	 * a later wait would */
+	cr_assert(shunt_spin_crowd(1, 1, 3, 2));
+	cr_assert_not(shunt_spin_crowd(0, 1, 3, 2));
+	/* nothing else runs (the peer asleep): it spins */
+	cr_assert_not(shunt_spin_crowd(1, 0, 1, 2));
+	cr_assert(shunt_spin_crowd(1, 1, 2, 2) == shunt_spin_crowded(2, 2, 1));
+	/* unknown: spin */
+	cr_assert_not(shunt_spin_crowd(1, 1, -1, 2));
+}
