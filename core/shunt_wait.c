@@ -235,6 +235,7 @@ static int spin(struct shunt_conn *c, struct conn_spin *a, const struct shunt_pr
 		handoff(c, why, 1, 0);
 		if (conn_ready(a))
 			return 1;
+		t0 = 0; /* the spin starts after the yield, not before it */
 	}
 	if (why != SHUNT_SPIN_ON) {
 		/* Not worth a spin (the peer shares our CPU, or sleeps): hand
