@@ -267,7 +267,12 @@ static int kids_copy(struct epset *s, int out[NEST_KIDS_MAX])
 static int kernel_add(int ep, int fd, struct item *it)
 {
 	struct shunt_conn *c = it->c;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = MARK | (unsigned)fd};
+	/* Edge-triggered: what the socket says (a FIN, a replay) is noted
+	 * once (wake_seen) and the transport answers from then on; level, a
+	 * FIN kept every wait from sleeping while the application held the
+	 * half-closed socket open. */
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
+				 .data.u64 = MARK | (unsigned)fd};
 	if (REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -1;
 	struct pollfd w[SHUNT_ARM_MAX];
@@ -464,9 +469,12 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
-/* What an item reports now: level readiness, or for EPOLLET what is new
- * since its last report (new readiness, or transport progress: bytes
- * arriving on a non-empty ring are an edge for the kernel too). */
+/* What an item reports now: level readiness, or for EPOLLET all of it
+ * once something happened since its last report (new readiness, or
+ * transport progress: bytes arriving on a non-empty ring are an edge for
+ * the kernel too).  All of it, as the kernel does: a FIN on a socket read
+ * before reports EPOLLIN with EPOLLRDHUP, and nginx reads only on EPOLLIN
+ * (an EPOLLRDHUP alone left its connections in CLOSE-WAIT). */
 static short item_ready(struct item *it, int commit)
 {
 	short want = to_poll(it->events);
@@ -475,7 +483,7 @@ static short item_ready(struct item *it, int commit)
 	if (!(it->events & EPOLLET) || !r)
 		return r;
 	uint64_t seq = it->c->ops->progress(it->c);
-	short fresh = seq != it->seq ? r : (short)(r & ~it->last);
+	short fresh = seq != it->seq || (r & ~it->last) ? r : 0;
 	if (commit) {
 		it->last = r;
 		it->seq = seq;
@@ -853,9 +861,12 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		if (al.short_ms && (ms < 0 || ms > 10))
 			ms = 10;
 		int kn = 0;
-		if (!again) {
-			kn = REAL(epoll_pwait)(ep, kev, 64, ms, mask);
-		}
+		/* No more than the caller can take: an application event the
+		 * kernel hands over and out has no room for would be lost for
+		 * an EPOLLET registration. */
+		int ask = max < 64 ? max : 64;
+		if (!again)
+			kn = REAL(epoll_pwait)(ep, kev, ask, ms, mask);
 		int err = errno;
 		shunt_armlist_release(&al);
 		pthread_mutex_lock(&s->mu);
@@ -874,7 +885,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		/* The kernel just told all it had (fewer than asked for):
 		 * the next round need not ask it again before looking at
 		 * the rings. */
-		kernel_seen = kn < 64;
+		kernel_seen = kn < ask;
 	}
 }
 

@@ -11,6 +11,13 @@
  * epoll_wait with nothing coming returns 0 after its timeout, having slept
  * (under half of the wait in CPU time; a wait that keeps returning to look
  * again spends all of it).  Every echo is compared.
+ *
+ * Last, one connection registered as nginx registers its connections
+ * (EPOLLIN|EPOLLOUT|EPOLLRDHUP|EPOLLET): an exchange, then its peer exits
+ * without closing it (shutdown(SHUT_WR) here makes the echo child exit).
+ * The FIN must be reported with EPOLLIN, as the kernel reports it (nginx
+ * reads only on EPOLLIN), the read must return 0, and a set still holding
+ * the half-closed socket must sleep as above.
  * Prints PASS, or FAIL and exits 1. */
 #include "common.h"
 
@@ -70,6 +77,38 @@ static void exchange(int ep, int fd, uint64_t seed)
 	}
 	if (memcmp(in, out, sizeof in))
 		fail("echo differs");
+}
+
+/* One exchange on fd registered edge-triggered: every event is read to
+ * EAGAIN, as an edge-triggered loop must. */
+static void exchange_et(int ep, int fd, uint64_t seed)
+{
+	char out[200], in[200];
+	gen_bytes(seed, 0, out, sizeof out);
+	if (write_full(fd, out, sizeof out) != (ssize_t)sizeof out)
+		fail_errno("write");
+	size_t got = 0;
+	while (got < sizeof in) {
+		struct epoll_event ev;
+		int n = epoll_wait(ep, &ev, 1, 10000);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1 || ev.data.fd != fd)
+			fail("epoll_wait (ET) returned %d (fd %d, want %d)", n,
+			     n == 1 ? ev.data.fd : -1, fd);
+		for (;;) {
+			ssize_t r = read(fd, in + got, sizeof in - got);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			if (r <= 0)
+				fail_errno("read (ET)");
+			got += (size_t)r;
+			if (got == sizeof in)
+				break;
+		}
+	}
+	if (memcmp(in, out, sizeof in))
+		fail("echo differs (ET)");
 }
 
 static int add(int ep, int fd)
@@ -135,6 +174,43 @@ int main(int argc, char **argv)
 	if (cpu > wall / 2)
 		fail("an idle epoll_wait spent %.3f s of CPU in %.3f s: it kept looking", cpu, wall);
 	close(b);
+
+	/* Edge-triggered, as nginx: the peer's FIN comes with EPOLLIN. */
+	int d = tcp_connect("127.0.0.1", port);
+	set_nonblock(d, 1);
+	struct epoll_event et = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = d};
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, d, &et) < 0)
+		fail_errno("epoll_ctl ADD %d (ET)", d);
+	exchange_et(ep, d, 1000);
+	if (shutdown(d, SHUT_WR) < 0)
+		fail_errno("shutdown");
+	for (;;) {
+		n = epoll_wait(ep, &ev, 1, 10000);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1 || ev.data.fd != d)
+			fail("the peer's exit was not reported with EPOLLIN (epoll_wait returned %d, "
+			     "events 0x%x)",
+			     n, n == 1 ? ev.events : 0);
+		if (ev.events & EPOLLIN)
+			break;
+	}
+	char x;
+	ssize_t r = read(d, &x, 1);
+	if (r != 0)
+		fail("read after the peer's exit returned %zd (errno %d), want 0 (EOF)", r,
+		     r < 0 ? errno : 0);
+	/* Half-closed and still open: reported once, then quiet. */
+	t0 = now_ns();
+	c0 = cpu_s();
+	n = epoll_wait(ep, &ev, 1, 500);
+	cpu = cpu_s() - c0;
+	wall = (double)(now_ns() - t0) / 1e9;
+	if (n != 0)
+		fail("a wait after EOF returned %d (events 0x%x)", n, n > 0 ? ev.events : 0);
+	if (cpu > wall / 2)
+		fail("a wait holding a half-closed socket spent %.3f s of CPU in %.3f s", cpu, wall);
+	close(d);
 	shutdown(lfd, SHUT_RDWR);
 	close(lfd);
 	int st;
