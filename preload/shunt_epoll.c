@@ -818,14 +818,20 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 			continue;
 		}
 		if (!spun) {
+			int ok;
 			spun = 1;
 			if (nested) {
-				shunt_spin_accel(tree_ready_fn, tree_worth, s);
+				ok = shunt_spin_accel(tree_ready_fn, tree_worth, s);
 			} else {
 				pthread_mutex_lock(&s->mu);
-				shunt_spin_accel(any_ready, any_worth, s);
+				ok = shunt_spin_accel(any_ready, any_worth, s);
 				pthread_mutex_unlock(&s->mu);
 			}
+			/* Nothing came: the kernel was asked just before, and the
+			 * sleep below asks it again (it returns at once for a
+			 * ready fd), so the rings are looked at without a
+			 * non-blocking kernel look in between. */
+			kernel_seen = !ok;
 			continue;
 		}
 		/* Sleep: arm every item, look once more, then wait in the

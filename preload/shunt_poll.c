@@ -127,7 +127,7 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 	struct armed *a = abuf;
 	size_t kcap = sizeof kbuf / sizeof *kbuf, acap = sizeof abuf / sizeof *abuf;
 	struct timespec ts;
-	int spun = 0, rc;
+	int spun = 0, skip_kernel = 0, rc;
 	for (;;) {
 		int naccel;
 		int ready = accel_scan(p, n, &naccel);
@@ -155,13 +155,18 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			a = na;
 			acap = (size_t)naccel;
 		}
-		/* Kernel fds: a non-blocking look.  An fd of -1 is skipped. */
+		/* Kernel fds: a non-blocking look.  An fd of -1 is skipped.
+		 * Not right after a spin that saw nothing: the kernel was
+		 * asked just before it, and the sleep below asks again (it
+		 * returns at once for a ready fd). */
 		for (nfds_t i = 0; i < n; i++) {
 			k[i] = p[i];
+			k[i].revents = 0;
 			if (shunt_fd_accel(p[i].fd))
 				k[i].fd = -1;
 		}
-		int kr = REAL(poll)(k, n, 0);
+		int kr = skip_kernel ? 0 : REAL(poll)(k, n, 0);
+		skip_kernel = 0;
 		if (kr < 0) {
 			rc = -1;
 			goto out;
@@ -186,7 +191,7 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 		if (!spun) {
 			struct scan_arg sa = {p, n};
 			spun = 1;
-			shunt_spin_accel(scan_ready, scan_worth, &sa);
+			skip_kernel = !shunt_spin_accel(scan_ready, scan_worth, &sa);
 			continue;
 		}
 		/* Sleep: arm every accelerated fd, look once more, then wait
