@@ -36,7 +36,9 @@
 	X(SERVER_CRED, "server-cred") /* the server dropped privileges and     \
 					 cannot take this user's offers */     \
 	X(PROVIDER_LOADING, "provider-loading") /* libfabric was still starting \
-						   (in the background) */
+						   (in the background) */         \
+	X(CLIENT_CLOSED, "client-closed") /* the client closed its socket   \
+					     before the server took its offer */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,

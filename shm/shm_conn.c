@@ -120,7 +120,7 @@ static void shm_close(struct shunt_conn *base)
 	if (c->side == SHM_CLIENT && st == SHM_OFFERED) {
 		/* Never accepted yet: give the bytes to TCP, which keeps them
 		 * for the server's accept() as it would have anyway. */
-		shm_demote(base, SHUNT_R_NONE);
+		shm_withdraw(base);
 	} else if (st >= SHM_DEMOTING && !c->demoted) {
 		/* Declined (or demoted by the peer) while we were not looking:
 		 * what the peer never read must still reach it, before FIN. */

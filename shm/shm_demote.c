@@ -112,6 +112,15 @@ static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why
 	return sp;
 }
 
+void shm_withdraw(struct shunt_conn *base)
+{
+	struct shm_conn *c = (struct shm_conn *)base;
+	/* Published by shm_demote's CAS (seq_cst), which a server's failed
+	 * commit reads with acquire. */
+	__atomic_store_n(&c->hdr->left_why, SHUNT_R_CLIENT_CLOSED, __ATOMIC_RELAXED);
+	shm_demote(base, SHUNT_R_NONE);
+}
+
 void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 {
 	struct shm_conn *c = (struct shm_conn *)base;

@@ -392,8 +392,12 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	uint32_t st = SHM_OFFERED;
 	if (!__atomic_compare_exchange_n(&h->state, &st, SHM_COMMITTED, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		/* The client gave up waiting (offer_timeout_ms) and is on TCP. */
-		why = SHUNT_R_OFFER_TIMEOUT;
+		/* The client left the offer and is on TCP: it closed the
+		 * socket, or gave up waiting (offer_timeout_ms).  Only the
+		 * one value it may say is taken from the header. */
+		why = __atomic_load_n(&h->left_why, __ATOMIC_RELAXED) == SHUNT_R_CLIENT_CLOSED
+			      ? SHUNT_R_CLIENT_CLOSED
+			      : SHUNT_R_OFFER_TIMEOUT;
 		goto fail;
 	}
 	memcpy(c->base.local16, t.saddr, sizeof c->base.local16);

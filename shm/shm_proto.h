@@ -80,6 +80,12 @@ struct shm_hdr {
 	/* [side]: where each end is (core/shunt_spin.h), written by that end,
 	 * read by the other to decide whether to spin. */
 	struct shunt_presence pres[2];
+	/* Why the client left an offer no server took (enum shunt_reason;
+	 * 0: its deadline passed, or a build that does not say), written
+	 * before its CAS OFFERED -> DEMOTING: what a server whose commit
+	 * lost that race reports.  Last, so the fields above keep their
+	 * places. */
+	uint32_t left_why;
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");

@@ -168,10 +168,11 @@ t_nginx() {
 	# wrk's first connection only probes the address: it may be closed
 	# (offer withdrawn, nothing sent) before nginx accepts it, and then
 	# nginx rightly finds no offer, or while nginx's accept holds the offer,
-	# and then finds it withdrawn (offer-timeout).  Any other kernel
-	# decision is wrong.
+	# and then finds it withdrawn by the close (client-closed).  Any other
+	# kernel decision is wrong (offer-timeout would mean the client waited
+	# out its offer).
 	local probe_re
-	probe_re=$(conn_re nginx server kernel '(no-peer-shim|offer-timeout)')
+	probe_re=$(conn_re nginx server kernel '(no-peer-shim|client-closed)')
 	nk=$(log_count "$probe_re")
 	[[ $nk -le 1 ]] || die "$nk nginx connections on the kernel path"
 	if [[ $nk -eq 1 ]]; then

@@ -108,6 +108,42 @@ Test(shm_offer, a_server_without_shunt_ends_the_offer)
 	pair_close(&p);
 }
 
+/* A client that leaves its offer while a server's accept() holds it (the
+ * name still there: found before the client dropped it) makes that
+ * server's commit fail; the server says why: the client closed
+ * (client-closed), or its deadline passed (offer-timeout).  Either way
+ * the connection goes on over TCP. */
+static void left_offer(int closing, const char *want)
+{
+	struct conn_pair p;
+	pair_listen(&p, 1);
+	pair_connect(&p);
+	struct shunt_fd *e = shunt_fd_peek(p.cfd);
+	cr_assert(e && e->conn);
+	if (closing)
+		shm_withdraw(e->conn); /* what close() does first */
+	else
+		shm_demote(e->conn, SHUNT_R_OFFER_TIMEOUT); /* the deadline */
+	pair_accept(&p, 1);
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_KERNEL);
+	cr_assert_str_eq(fd_reason(p.sfd), want);
+	cr_assert(send(p.cfd, "x", 1, 0) == 1);
+	char b;
+	cr_assert_eq(t_recv(p.sfd, &b, 1, 0), 1);
+	cr_assert_eq(b, 'x');
+	pair_close(&p);
+}
+
+Test(shm_offer, an_offer_left_by_a_closing_client_is_client_closed)
+{
+	left_offer(1, "client-closed");
+}
+
+Test(shm_offer, an_offer_left_at_its_deadline_is_offer_timeout)
+{
+	left_offer(0, "offer-timeout");
+}
+
 /* Bad handshake input: the connection falls back, nothing breaks.  The
  * offer names no slot, planted in the table (how clients name offers), as
  * a counted symlink (their fallback, which servers look for while the
