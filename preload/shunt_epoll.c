@@ -23,10 +23,13 @@
  * An epoll_wait on the inner set clears the eventfd.  See "Nested epoll" in
  * docs/ARCHITECTURE.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "core/shunt_conn.h"
 #include "core/shunt_ownfd.h"
@@ -81,6 +84,14 @@ struct epset {
 	int nkids, capkids;
 	int nfd;
 	int nsig;
+	/* The application's kernel fds in the set (-1: not known): while
+	 * none, a wait need not ask the kernel before it spins (shunt's own
+	 * registrations say nothing the application waits for, and the
+	 * sleep hears them).  An fd closed without EPOLL_CTL_DEL stays
+	 * counted: too high costs a look.  Too low (an fd added through a
+	 * dup of the epoll fd) delays its event by a spin, never loses it:
+	 * the sleep after the spin asks the kernel. */
+	int nkern;
 };
 
 /* Indexed by epoll fd; grown under sets_mu, read lock-free. */
@@ -125,6 +136,7 @@ static struct epset *set_make(int ep)
 			pthread_mutex_init(&s->mu, NULL);
 			s->ep = ep;
 			s->nfd = -1;
+			s->nkern = -1;
 			__atomic_store_n(&sets[ep], s, __ATOMIC_RELEASE);
 		}
 	}
@@ -307,6 +319,18 @@ static void kernel_del_wakes(int ep, struct item *it)
 	it->nwake = 0;
 }
 
+/* s counts the application's own kernel registrations (nkern); under its
+ * lock. */
+static void kern_count(struct epset *s, int op, int rc)
+{
+	if (rc != 0 || s->nkern < 0)
+		return;
+	if (op == EPOLL_CTL_ADD)
+		s->nkern++;
+	else if (op == EPOLL_CTL_DEL && s->nkern > 0)
+		s->nkern--;
+}
+
 /* The connection went back to TCP: register the socket as the application
  * asked, so the kernel answers for it from now on. */
 static void convert(int ep, struct epset *s, struct item *it)
@@ -319,7 +343,7 @@ static void convert(int ep, struct epset *s, struct item *it)
 		return;
 	}
 	if (!it->disabled)
-		REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, it->fd, &ev);
+		kern_count(s, EPOLL_CTL_ADD, REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, it->fd, &ev));
 	else
 		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, it->fd, NULL);
 	drop(s, it);
@@ -348,6 +372,40 @@ static int ctl_nested(int ep, int op, int fd, struct epoll_event *ev)
 
 static short item_ready(struct item *it, int commit);
 
+/* The fds registered in the kernel set ep (its /proc fdinfo "tfd:"
+ * lines), or -1. */
+static int kernel_count(int ep)
+{
+	char path[48], b[4096];
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", ep);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int n = 0, at_line = 1;
+	ssize_t r;
+	while ((r = read(fd, b, sizeof b)) > 0) {
+		for (ssize_t i = 0; i < r; i++) {
+			if (at_line && i + 4 <= r && !memcmp(b + i, "tfd:", 4))
+				n++;
+			at_line = b[i] == '\n';
+		}
+	}
+	REAL(close)(fd);
+	return r < 0 ? -1 : n;
+}
+
+/* One of the application's kernel fds, in a set we track: the kernel's,
+ * and counted. */
+static int plain_ctl(struct epset *s, int ep, int op, int fd, struct epoll_event *ev)
+{
+	int rc = REAL(epoll_ctl)(ep, op, fd, ev);
+	int err = errno;
+	kern_count(s, op, rc);
+	pthread_mutex_unlock(&s->mu);
+	errno = err;
+	return rc;
+}
+
 SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	struct shunt_fd *x = shunt_fd_peek(fd);
@@ -368,10 +426,8 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_lock(&s->mu);
 	struct item *it = find(s, fd);
 	int rc = 0;
-	if (!it && !e) {
-		pthread_mutex_unlock(&s->mu);
-		return REAL(epoll_ctl)(ep, op, fd, ev);
-	}
+	if (!it && !e)
+		return plain_ctl(s, ep, op, fd, ev);
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (!ev) {
@@ -402,10 +458,8 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 			rc = -1;
 			break;
 		}
-		if (!e) {
-			pthread_mutex_unlock(&s->mu);
-			return REAL(epoll_ctl)(ep, op, fd, ev);
-		}
+		if (!e)
+			return plain_ctl(s, ep, op, fd, ev);
 		if (s->n == s->cap) {
 			int cap = s->cap ? 2 * s->cap : 8;
 			struct item *ni = realloc(s->items, (size_t)cap * sizeof *ni);
@@ -420,11 +474,12 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 		it = &s->items[s->n];
 		*it = (struct item){.fd = fd, .c = shunt_conn_get(e), .events = ev->events,
 				    .data = ev->data};
-		if (!it->c) {
-			/* Demoted meanwhile: a plain registration. */
-			pthread_mutex_unlock(&s->mu);
-			return REAL(epoll_ctl)(ep, op, fd, ev);
-		}
+		if (!it->c) /* demoted meanwhile: a plain registration */
+			return plain_ctl(s, ep, op, fd, ev);
+		/* Before the set's first item (and so before any registration
+		 * of ours): what the application put there so far. */
+		if (s->n == 0 && s->nkern < 0)
+			s->nkern = kernel_count(ep);
 		if ((rc = kernel_add(ep, fd, it)) == 0) {
 			s->n++;
 			if (s->nfd >= 0 && item_ready(it, 0))
@@ -781,6 +836,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		if (got && !nested && s->nfd < 0 && (++s->calls & 7))
 			kernel_seen = 1;
 		pthread_mutex_unlock(&s->mu);
+		/* Before a first spin, the kernel only for the application's
+		 * fds (nkern); the spin's outcome decides the rest. */
+		if (!got && !spun && !nested && s->nfd < 0 && s->nkern == 0)
+			kernel_seen = 1;
 		if (got < max && !kernel_seen) {
 			if (nested)
 				prime_kids(s, NULL, NULL, 0);
@@ -988,6 +1047,7 @@ void shunt_epoll_forget(int fd)
 			s->nfd = -1;
 		}
 		s->nsig = 0;
+		s->nkern = -1;
 		pthread_mutex_unlock(&s->mu);
 		for (int ep = 0; ep < n; ep++) {
 			struct epset *p = set_of(ep);
