@@ -126,13 +126,13 @@ int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 	}
 }
 
-int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg)
+int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg, int many)
 {
 	/* One budget per thread: a thread waits in one event loop, and what
 	 * its waits teach it is about the peers of that loop. */
 	static __thread struct shunt_spin_state st;
 	static __thread uint8_t st_init;
-	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
+	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000 * (many ? SHUNT_SPIN_LOOP_X : 1u);
 	if (!st_init) {
 		shunt_spin_init(&st, cap);
 		st_init = 1;

@@ -28,11 +28,12 @@ enum {
 	SHUNT_WORTH_YIELD = 2, /* give it our CPU: it runs (or waits) there */
 };
 
-/* A wait over several connections (poll, select, epoll): spin until
- * ready(arg), within this thread's adaptive budget (at most spin_us),
- * while worth(arg, cpu) says SHUNT_WORTH_SPIN for some connection; yield
- * once when it says SHUNT_WORTH_YIELD.  1 if ready(arg) said so. */
-int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg);
+/* A wait in poll, select or epoll: spin until ready(arg), within this
+ * thread's adaptive budget (at most spin_us, SHUNT_SPIN_LOOP_X times that
+ * when many: the wait covers several connections or inner sets), while
+ * worth(arg, cpu) says SHUNT_WORTH_SPIN for some connection; yield once
+ * when it says SHUNT_WORTH_YIELD.  1 if ready(arg) said so. */
+int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg, int many);
 
 /* SHUNT_WORTH_* for a wait on c, from its peer's presence (a remote peer,
  * of which nothing is known: SHUNT_WORTH_SPIN, the budget decides). */

@@ -880,10 +880,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 			int ok;
 			spun = 1;
 			if (nested) {
-				ok = shunt_spin_accel(tree_ready_fn, tree_worth, s);
+				ok = shunt_spin_accel(tree_ready_fn, tree_worth, s, 1);
 			} else {
 				pthread_mutex_lock(&s->mu);
-				ok = shunt_spin_accel(any_ready, any_worth, s);
+				ok = shunt_spin_accel(any_ready, any_worth, s, s->n > 1);
 				pthread_mutex_unlock(&s->mu);
 			}
 			/* Nothing came: the kernel was asked just before, and the

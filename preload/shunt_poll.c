@@ -191,7 +191,7 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 		if (!spun) {
 			struct scan_arg sa = {p, n};
 			spun = 1;
-			skip_kernel = !shunt_spin_accel(scan_ready, scan_worth, &sa);
+			skip_kernel = !shunt_spin_accel(scan_ready, scan_worth, &sa, naccel > 1);
 			continue;
 		}
 		/* Sleep: arm every accelerated fd, look once more, then wait
