@@ -78,6 +78,15 @@ int shunt_spin_crowd(int young, int peer_running, int runnable, unsigned ncpus)
 	return shunt_spin_oversubscribed(runnable, ncpus);
 }
 
+int shunt_spin_run(uint64_t *run_ns, uint64_t spun)
+{
+	*run_ns += spun;
+	if (*run_ns < SHUNT_SPIN_RUN_MAX_NS)
+		return 0;
+	*run_ns = 0;
+	return 1;
+}
+
 int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, int runnable,
 			unsigned ncpus)
 {

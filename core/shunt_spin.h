@@ -71,6 +71,9 @@ enum shunt_spin_verdict {
  * against nginx (2 CPUs, 4 busy threads): 20 µs made most spins fail
  * and ~100k requests/s; 100 µs, ~125k. */
 #define SHUNT_SPIN_LOOP_X 5u
+/* Such a wait yields its CPU once its successful spins add up to this
+ * since it last slept or yielded (shunt_spin_run). */
+#define SHUNT_SPIN_RUN_MAX_NS 200000u
 /* With a budget of 0, one wait in this many spins anyway (a quarter of the
  * cap), so a pair whose timing changed finds out. */
 #define SHUNT_SPIN_PROBE_EVERY 32u
@@ -146,6 +149,14 @@ int shunt_spin_crowd(int young, int peer_running, int runnable, unsigned ncpus);
  * setup, short work that our CPU is best handed to. */
 int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, int runnable,
 			unsigned ncpus);
+
+/* An event loop's wait (poll, select, epoll over several connections)
+ * whose spin paid after spun ns: 1 when it must now give its CPU away
+ * (sched_yield), because its paying spins add up to SHUNT_SPIN_RUN_MAX_NS
+ * since it last did (*run_ns, reset then).  Spins that pay thanks to peers
+ * on the other CPUs never let it sleep, and a peer queued behind it on its
+ * own CPU would wait for the end of its slice (milliseconds). */
+int shunt_spin_run(uint64_t *run_ns, uint64_t spun);
 
 /* For a wait in one direction: 1 when nothing went the other way since
  * this end's last wait in this direction (other: the bytes moved the other

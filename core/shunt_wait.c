@@ -132,6 +132,8 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg,
 	 * its waits teach it is about the peers of that loop. */
 	static __thread struct shunt_spin_state st;
 	static __thread uint8_t st_init;
+	/* Spun since this thread last gave its CPU away (ns). */
+	static __thread uint64_t run_ns;
 	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000 * (many ? SHUNT_SPIN_LOOP_X : 1u);
 	if (!st_init) {
 		shunt_spin_init(&st, cap);
@@ -163,8 +165,15 @@ int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg,
 			}
 		}
 	}
-	shunt_spin_learn(&st, cap, shunt_now_ns() - t0, ok, ok ? SHUNT_SPIN_ON : why);
-	return ok || (why == SHUNT_SPIN_SAME_CPU && handoff(NULL, why, 0, 0) && ready(arg));
+	uint64_t spun = shunt_now_ns() - t0;
+	shunt_spin_learn(&st, cap, spun, ok, ok ? SHUNT_SPIN_ON : why);
+	if (!ok) {
+		run_ns = 0; /* it sleeps or yields now */
+		return why == SHUNT_SPIN_SAME_CPU && handoff(NULL, why, 0, 0) && ready(arg);
+	}
+	if (many && shunt_spin_run(&run_ns, spun))
+		sched_yield();
+	return 1;
 }
 
 /* The socket's SO_RCVTIMEO / SO_SNDTIMEO, as a deadline (0 = none). */

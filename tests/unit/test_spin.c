@@ -222,3 +222,20 @@ Test(spin, a_young_connection_does_not_spin_where_no_cpu_is_spare)
 	/* unknown: spin */
 	cr_assert_not(shunt_spin_crowd(1, 1, -1, 2));
 }
+
+Test(spin, an_event_loop_whose_spins_keep_paying_yields_now_and_then)
+{
+	uint64_t run = 0;
+	unsigned yields = 0;
+	/* 1000 paying spins of 1 us: one yield per SHUNT_SPIN_RUN_MAX_NS. */
+	for (int i = 0; i < 1000; i++)
+		yields += (unsigned)shunt_spin_run(&run, 1000);
+	cr_assert_eq(yields, 1000u * 1000u / SHUNT_SPIN_RUN_MAX_NS);
+	cr_assert_lt(run, SHUNT_SPIN_RUN_MAX_NS);
+	/* One long spin yields at once, and starts counting again. */
+	run = 0;
+	cr_assert_eq(shunt_spin_run(&run, SHUNT_SPIN_RUN_MAX_NS), 1);
+	cr_assert_eq(run, 0);
+	cr_assert_eq(shunt_spin_run(&run, 1), 0);
+	cr_assert_eq(run, 1);
+}
