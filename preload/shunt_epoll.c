@@ -886,10 +886,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 				ok = shunt_spin_accel(any_ready, any_worth, s, s->n > 1);
 				pthread_mutex_unlock(&s->mu);
 			}
-			/* Nothing came: the kernel was asked just before, and the
-			 * sleep below asks it again (it returns at once for a
-			 * ready fd), so the rings are looked at without a
-			 * non-blocking kernel look in between. */
+			/* Nothing came: the sleep below asks the kernel (it
+			 * returns at once for a ready fd), so the rings are
+			 * looked at again without a non-blocking kernel look in
+			 * between. */
 			kernel_seen = !ok;
 			continue;
 		}
