@@ -17,7 +17,8 @@
  * without closing it (shutdown(SHUT_WR) here makes the echo child exit).
  * The FIN must be reported with EPOLLIN, as the kernel reports it (nginx
  * reads only on EPOLLIN), the read must return 0, and a set still holding
- * the half-closed socket must sleep as above.
+ * the half-closed socket must sleep as above (an edge or two may still
+ * come, as from the kernel, but no stream of them).
  * Prints PASS, or FAIL and exits 1. */
 #include "common.h"
 
@@ -174,14 +175,21 @@ int main(int argc, char **argv)
 	if (r != 0)
 		fail("read after the peer's exit returned %zd (errno %d), want 0 (EOF)", r,
 		     r < 0 ? errno : 0);
-	/* Half-closed and still open: reported once, then quiet. */
+	/* Half-closed and still open: quiet, and the waits sleep.  An edge
+	 * or two may still come, as from the kernel (EPOLLHUP once the peer's
+	 * last ACK or close lands, at a time of the scheduler's choosing),
+	 * but no stream of them. */
 	t0 = now_ns();
 	c0 = cpu_s();
-	n = epoll_wait(ep, &ev, 1, 500);
+	uint64_t end = t0 + 500000000u, t1;
+	int edges = 0;
+	while ((t1 = now_ns()) < end) {
+		n = epoll_wait(ep, &ev, 1, (int)((end - t1 + 999999) / 1000000));
+		if (n > 0 && ++edges > 2)
+			fail("waits after EOF kept reporting (events 0x%x)", ev.events);
+	}
 	cpu = cpu_s() - c0;
 	wall = (double)(now_ns() - t0) / 1e9;
-	if (n != 0)
-		fail("a wait after EOF returned %d (events 0x%x)", n, n > 0 ? ev.events : 0);
 	if (cpu > wall / 2)
 		fail("a wait holding a half-closed socket spent %.3f s of CPU in %.3f s", cpu, wall);
 	close(d);
