@@ -64,10 +64,10 @@ enum shunt_spin_verdict {
  * not worth the CPU. */
 #define SHUNT_SPIN_FLOOR_NS 500u
 /* An event loop's wait (poll, select, epoll over several accelerated
- * connections) may spin this many times spin_us.  Its next event is the next answer of a
- * server serving many connections, which comes later than one
- * connection's round trip; every sleep that spin avoids saves a wakeup
- * datagram at the peer, two context switches and a drain here.  wrk
+ * connections) may spin this many times spin_us.  Its next event is the
+ * next answer of a server serving many connections, which comes later
+ * than one connection's round trip; every sleep that spin avoids saves a
+ * wakeup datagram at the peer, two context switches and a drain here.  wrk
  * against nginx (2 CPUs, 4 busy threads): 20 µs made most spins fail
  * and ~100k requests/s; 100 µs, ~125k. */
 #define SHUNT_SPIN_LOOP_X 5u

@@ -832,14 +832,14 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		 * kernel every 8th time so its fds are never starved.  A set
 		 * with inner sets asks every time (they are kernel fds), and so
 		 * does one waited on from outside: the wakeup that made the
-		 * outer wait return is still queued in its kernel set. */
-		if (got && !nested && s->nfd < 0 && (++s->calls & 7))
+		 * outer wait return is still queued in its kernel set.  Rings
+		 * empty before a first spin: the kernel has something for the
+		 * application only if the set holds fds of its own (nkern);
+		 * the spin's outcome decides the rest. */
+		if (!nested && s->nfd < 0 &&
+		    (got ? (++s->calls & 7) != 0 : !spun && s->nkern == 0))
 			kernel_seen = 1;
 		pthread_mutex_unlock(&s->mu);
-		/* Before a first spin, the kernel only for the application's
-		 * fds (nkern); the spin's outcome decides the rest. */
-		if (!got && !spun && !nested && s->nfd < 0 && s->nkern == 0)
-			kernel_seen = 1;
 		if (got < max && !kernel_seen) {
 			if (nested)
 				prime_kids(s, NULL, NULL, 0);
