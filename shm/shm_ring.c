@@ -44,6 +44,63 @@ static void span_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t
 		shunt_copy(r->data, buf + first, len - first);
 }
 
+/* Free bytes from head, for a writer that wants want of them.  The
+ * consumer's tail is reloaded only when the cached view is short of that:
+ * one shared cache line read less on most calls.  0 when the peer
+ * corrupted tail (the caller checks sanity). */
+static inline uint64_t room(struct shm_ring *r, uint64_t head, size_t want)
+{
+	uint64_t space = r->size - (head - r->cached);
+	if (head - r->cached > r->size || space < want) {
+		r->cached = shm_load(&r->ctl->tail);
+		if (head - r->cached > r->size)
+			return 0;
+		space = r->size - (head - r->cached);
+	}
+	return space;
+}
+
+/* Bytes readable from tail, for a reader that wants want of them; the
+ * producer's head is reloaded in the same way.  0 when the peer corrupted
+ * head. */
+static inline uint64_t filled(struct shm_ring *r, uint64_t tail, size_t want)
+{
+	uint64_t avail = r->cached - tail;
+	if (avail < want || avail > r->size) {
+		r->cached = shm_load(&r->ctl->head);
+		avail = r->cached - tail;
+		if (avail > r->size)
+			return 0;
+	}
+	return avail;
+}
+
+size_t shm_ring_put(struct shm_ring *r, const void *buf, size_t n)
+{
+	uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_RELAXED);
+	uint64_t space = room(r, head, n);
+	if (n > space)
+		n = (size_t)space;
+	if (n) {
+		span_in(r, head, buf, n, 0);
+		__atomic_store_n(&r->ctl->head, head + n, __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
+size_t shm_ring_get(struct shm_ring *r, void *buf, size_t n)
+{
+	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
+	uint64_t avail = filled(r, tail, n);
+	if (n > avail)
+		n = (size_t)avail;
+	if (n) {
+		span_out(r, tail, buf, n);
+		__atomic_store_n(&r->ctl->tail, tail + n, __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
 size_t shm_ring_write(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
 		      size_t skip)
 {
@@ -54,19 +111,10 @@ size_t shm_ring_write_bulk(struct shm_ring *r, const struct iovec *iov, size_t i
 			   size_t skip, int streaming)
 {
 	uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_RELAXED);
-	uint64_t space = r->size - (head - r->cached);
 	size_t want = 0;
 	for (size_t i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
-	want = want > skip ? want - skip : 0;
-	/* Reload the consumer's tail only when the cached view is short of
-	 * what is asked: one shared cache line read less on most calls. */
-	if (head - r->cached > r->size || space < want) {
-		r->cached = shm_load(&r->ctl->tail);
-		if (head - r->cached > r->size)
-			return 0; /* peer corrupted tail: caller checks sanity */
-		space = r->size - (head - r->cached);
-	}
+	uint64_t space = room(r, head, want > skip ? want - skip : 0);
 	size_t done = 0;
 	for (size_t i = 0; i < iovcnt && space; i++) {
 		size_t len = iov[i].iov_len;
@@ -95,16 +143,10 @@ size_t shm_ring_read(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
 		     int peek)
 {
 	uint64_t tail = __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED);
-	uint64_t avail = r->cached - tail;
 	size_t want = 0;
 	for (size_t i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
-	if (avail < want || avail > r->size) {
-		r->cached = shm_load(&r->ctl->head);
-		avail = r->cached - tail;
-		if (avail > r->size)
-			return 0; /* peer corrupted head: caller checks sanity */
-	}
+	uint64_t avail = filled(r, tail, want);
 	size_t done = 0;
 	for (size_t i = 0; i < iovcnt && avail; i++) {
 		size_t len = iov[i].iov_len < avail ? iov[i].iov_len : (size_t)avail;

@@ -125,6 +125,11 @@ size_t shm_ring_write_bulk(struct shm_ring *r, const struct iovec *iov, size_t i
 size_t shm_ring_read(struct shm_ring *r, const struct iovec *iov, size_t iovcnt,
 		     int peek);
 
+/* shm_ring_write and shm_ring_read (not peeking) for one buffer: the
+ * calls most reads and writes make, without the iovec walk. */
+size_t shm_ring_put(struct shm_ring *r, const void *buf, size_t n);
+size_t shm_ring_get(struct shm_ring *r, void *buf, size_t n);
+
 /* Unconsumed bytes [tail, head) for replay over TCP: up to two spans. */
 size_t shm_ring_unread(struct shm_ring *r, struct iovec out[2]);
 

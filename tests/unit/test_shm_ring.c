@@ -90,14 +90,23 @@ static long stream_diff(const uint8_t *buf, uint64_t seed, uint64_t pos, size_t 
 	return -1;
 }
 
+/* One buffer each way, by the iovec calls and by the one-buffer calls
+ * (shm_ring_put/get, what read() and write() take) in turn: every test
+ * below holds for both. */
+static unsigned turn;
+
 static size_t wr1(struct shm_ring *r, const void *buf, size_t len)
 {
+	if (turn++ & 1)
+		return shm_ring_put(r, buf, len);
 	struct iovec iov = { (void *)buf, len };
 	return shm_ring_write(r, &iov, 1, 0);
 }
 
 static size_t rd1(struct shm_ring *r, void *buf, size_t len, int peek)
 {
+	if (!peek && (turn++ & 1))
+		return shm_ring_get(r, buf, len);
 	struct iovec iov = { buf, len };
 	return shm_ring_read(r, &iov, 1, peek);
 }
@@ -532,8 +541,12 @@ static void poke_all(struct pair *p, size_t *rd, size_t *pk, size_t *wr, size_t 
 			  (uint8_t *)sp[0].iov_base + sp[0].iov_len <= p->data + RSIZE);
 	if (sp[1].iov_len)
 		cr_assert_eq(sp[1].iov_base, p->data);
+	/* Each kind of call in turn (rd1 and wr1 alternate): the second of
+	 * each pair finds what the first left. */
 	*rd = rd1(&p->r, dst, RSIZE + 1, 0);
+	*rd += rd1(&p->r, dst, RSIZE + 1, 0);
 	*wr = wr1(&p->w, src, RSIZE + 1);
+	*wr += wr1(&p->w, src, RSIZE + 1);
 	cr_assert_leq(*pk, RSIZE);
 	cr_assert_leq(*rd, RSIZE);
 	cr_assert_leq(*wr, RSIZE);
@@ -699,8 +712,11 @@ static void *producer(void *arg)
 		stream_fill(buf, s->seed, pos, len);
 		struct iovec iov[4];
 		size_t cnt = split(buf, len, iov, &s->rng), done = 0;
+		/* A quarter of the chunks as write() sends them. */
+		int one = rnd(&s->rng) % 4 == 0;
 		while (done < len) {
-			size_t n = shm_ring_write(s->ring, iov, cnt, done);
+			size_t n = one ? shm_ring_put(s->ring, buf + done, len - done)
+				       : shm_ring_write(s->ring, iov, cnt, done);
 			if (n) {
 				done += n;
 				idle = 0;
@@ -745,7 +761,8 @@ static void *consumer(void *arg)
 				break;
 			}
 		}
-		size_t n = shm_ring_read(s->ring, iov, cnt, 0);
+		size_t n = rnd(&s->rng) % 4 == 0 ? shm_ring_get(s->ring, buf, want)
+						 : shm_ring_read(s->ring, iov, cnt, 0);
 		if (!n) {
 			if (!shm_ring_sane(s->ring)) {
 				s->insane = 1;
