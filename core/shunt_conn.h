@@ -71,6 +71,11 @@ struct shunt_conn_ops {
 	 * MSG_DONTWAIT when the call must not block (either cause). */
 	ssize_t (*recvmsg)(struct shunt_conn *c, struct msghdr *m, int flags);
 	ssize_t (*sendmsg)(struct shunt_conn *c, const struct msghdr *m, int flags);
+	/* The same for one buffer (read, recv, write, send: most calls), where
+	 * a transport can spare the iovec walk.  May be NULL: recvmsg and
+	 * sendmsg then take them. */
+	ssize_t (*recv)(struct shunt_conn *c, void *b, size_t n, int flags);
+	ssize_t (*send)(struct shunt_conn *c, const void *b, size_t n, int flags);
 	/* 0: now shut the socket down too; 1: the FIN waits (bytes may still
 	 * have to be replayed before it, see shunt_conn_send_fin); -1: error. */
 	int (*shutdown)(struct shunt_conn *c, int how);

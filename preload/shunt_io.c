@@ -80,6 +80,8 @@ static ssize_t done(struct shunt_conn *c, ssize_t r)
 
 static ssize_t accel_recv(struct shunt_conn *c, void *b, size_t n, int flags)
 {
+	if (c->ops->recv)
+		return done(c, c->ops->recv(c, b, n, nb(c, flags)));
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
 	return done(c, c->ops->recvmsg(c, &m, nb(c, flags)));
@@ -87,6 +89,8 @@ static ssize_t accel_recv(struct shunt_conn *c, void *b, size_t n, int flags)
 
 static ssize_t accel_send(struct shunt_conn *c, const void *b, size_t n, int flags)
 {
+	if (c->ops->send)
+		return done(c, c->ops->send(c, b, n, nb(c, flags)));
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
 	return done(c, c->ops->sendmsg(c, &m, nb(c, flags)));

@@ -85,6 +85,38 @@ static int finish(struct shm_conn *c)
 	return 1;
 }
 
+/* A read's step under the ring's read lock: up to the iovecs' length of
+ * what the ring holds (0: nothing), counted and the peer's space waiters
+ * woken.  -1 when the connection is leaving: the caller demotes, and every
+ * byte left comes again by TCP. */
+static ssize_t rx_take(struct shm_conn *c, const struct iovec *v, size_t k, int peek)
+{
+	shm_lock(&c->rx.ctl->rlock, &c->lk);
+	/* Under the lock a demoting peer waits to see free: once it has,
+	 * every byte left in the ring comes again by TCP.  (This load and the
+	 * peer's CAS of the state are SEQ_CST, as are our lock and its look
+	 * at it: one of the two sees the other.) */
+	if (__atomic_load_n(&c->hdr->state, __ATOMIC_SEQ_CST) >= SHM_DEMOTING) {
+		shm_unlock(&c->rx.ctl->rlock);
+		return -1;
+	}
+	size_t n = k == 1 && !peek ? shm_ring_get(&c->rx, v->iov_base, v->iov_len)
+				   : shm_ring_read(&c->rx, v, k, peek);
+	/* The fence the wake check needs, in the unlock's instruction where
+	 * it can be (a barrier less per call). */
+	if (n && !peek)
+		shm_unlock_fence(&c->rx.ctl->rlock);
+	else
+		shm_unlock(&c->rx.ctl->rlock);
+	if (n && !peek) {
+		c->base.bytes_in += n;
+		SHUNT_STAT_ADD(&c->base, bytes_in, n);
+		SHUNT_STAT_ADD(&c->base, calls_in, 1);
+		shm_wake_space(c);
+	}
+	return (ssize_t)n;
+}
+
 ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
@@ -112,39 +144,19 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		 * start so (the answer has not come yet), and the lock's
 		 * locked instruction would wait for the request just sent to
 		 * reach the peer's CPU. */
-		size_t n = 0;
+		ssize_t n = 0;
 		if (shm_ring_used(&c->rx)) {
 			size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
-			shm_lock(&c->rx.ctl->rlock, &c->lk);
-			/* Under the lock a demoting peer waits to see free:
-			 * once it has, every byte left in the ring comes again
-			 * by TCP.  (This load and the peer's CAS of the state
-			 * are SEQ_CST, as are our lock and its look at it: one
-			 * of the two sees the other.) */
-			if (__atomic_load_n(&c->hdr->state, __ATOMIC_SEQ_CST) >= SHM_DEMOTING) {
-				shm_unlock(&c->rx.ctl->rlock);
+			n = rx_take(c, v, k, peek);
+			if (n < 0) {
 				if (done)
 					return (ssize_t)done;
 				demote_if_due(c);
 				continue;
 			}
-			n = shm_ring_read(&c->rx, v, k, peek);
-			/* The fence the wake check needs, in the unlock's
-			 * instruction where it can be (a barrier less per
-			 * call). */
-			if (n && !peek)
-				shm_unlock_fence(&c->rx.ctl->rlock);
-			else
-				shm_unlock(&c->rx.ctl->rlock);
 		}
 		if (n) {
-			done += n;
-			if (!peek) {
-				c->base.bytes_in += n;
-				SHUNT_STAT_ADD(&c->base, bytes_in, n);
-				SHUNT_STAT_ADD(&c->base, calls_in, 1);
-				shm_wake_space(c);
-			}
+			done += (size_t)n;
 			if (!all || done == total)
 				return (ssize_t)done;
 			continue;
@@ -214,6 +226,29 @@ static int peer_gone(struct shm_conn *c)
 	return !shm_arena_side_held(&c->slot, !c->side);
 }
 
+/* A write's step under the ring's write lock: as much of the iovecs as
+ * fits (0: none), counted and the peer's readers woken.  Under the lock
+ * because a demotion replays under it too: no byte enters the ring after
+ * the replay took its snapshot. */
+static size_t tx_put(struct shm_conn *c, const struct iovec *v, size_t k, int streaming)
+{
+	shm_lock(&c->tx.ctl->wlock, &c->lk);
+	size_t n = 0;
+	if (!c->demoted)
+		n = k == 1 && !streaming ? shm_ring_put(&c->tx, v->iov_base, v->iov_len)
+					 : shm_ring_write_bulk(&c->tx, v, k, 0, streaming);
+	if (!n) {
+		shm_unlock(&c->tx.ctl->wlock);
+		return 0;
+	}
+	shm_unlock_fence(&c->tx.ctl->wlock);
+	c->base.bytes_out += n;
+	SHUNT_STAT_ADD(&c->base, bytes_out, n);
+	SHUNT_STAT_ADD(&c->base, calls_out, 1);
+	shm_wake_data(c);
+	return n;
+}
+
 /* The send loop: all of m's total bytes, unless it must stop first;
  * streaming: the copy bulk sends use now (core/shunt_bulk.h). */
 static ssize_t send_all(struct shm_conn *c, const struct msghdr *m, int flags, size_t total,
@@ -239,20 +274,9 @@ static ssize_t send_all(struct shm_conn *c, const struct msghdr *m, int flags, s
 		if (peer_gone(c))
 			return done ? (ssize_t)done : shunt_broken_pipe(flags);
 		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
-		shm_lock(&c->tx.ctl->wlock, &c->lk);
-		/* Under the lock: a demotion replays under it too, so no byte
-		 * enters the ring after the replay took its snapshot. */
-		size_t n = c->demoted ? 0 : shm_ring_write_bulk(&c->tx, v, k, 0, streaming);
-		if (n)
-			shm_unlock_fence(&c->tx.ctl->wlock);
-		else
-			shm_unlock(&c->tx.ctl->wlock);
+		size_t n = tx_put(c, v, k, streaming);
 		if (n) {
 			done += n;
-			c->base.bytes_out += n;
-			SHUNT_STAT_ADD(&c->base, bytes_out, n);
-			SHUNT_STAT_ADD(&c->base, calls_out, 1);
-			shm_wake_data(c);
 			if (done == total)
 				return (ssize_t)done;
 			continue;
@@ -303,6 +327,75 @@ ssize_t shm_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 				    c->bulk.streaming ? "streaming" : "cached");
 	}
 	return r;
+}
+
+/* Nothing the loops of shm_recvmsg and send_all would stop for before
+ * they move bytes or wait: committed, neither end shut down or closed, the
+ * socket quiet.  What is left of those loops' work then is the step under
+ * the lock, which the one-buffer calls below take directly. */
+static int plain_sailing(struct shm_conn *c)
+{
+	if (c->demoted || state_of(c) != SHM_COMMITTED || c->base.tcp_hint || c->base.tcp_eof ||
+	    __atomic_load_n(&c->rx.ctl->closed_hint, __ATOMIC_ACQUIRE))
+		return 0;
+	c->committed = 1; /* as demote_if_due notes it */
+	return 1;
+}
+
+ssize_t shm_recv(struct shunt_conn *b, void *buf, size_t n, int flags)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	struct iovec v = {buf, n};
+	/* Flags that change what is read, an empty buffer or a shut read
+	 * side: the general loop. */
+	if (!(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) && n && !c->base.rd_shut) {
+		uint64_t deadline = 0; /* 0: not asked yet */
+		for (;;) {
+			uint64_t used = shm_ring_used(&c->rx);
+			if (used > c->rx.size || !plain_sailing(c))
+				break;
+			if (used) {
+				ssize_t r = rx_take(c, &v, 1, 0);
+				if (r > 0)
+					return r;
+				break; /* leaving */
+			}
+			/* Empty, and the peer still writes: wait, unless the
+			 * call must not (the loop then says EAGAIN). */
+			if ((flags & MSG_DONTWAIT) ||
+			    __atomic_load_n(&c->rx.ctl->wr_shut, __ATOMIC_ACQUIRE))
+				break;
+			ssize_t ret;
+			if (shunt_conn_block(&c->base, POLLIN, flags, 0, &deadline, &ret))
+				return ret;
+		}
+	}
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+	return shm_recvmsg(b, &m, flags);
+}
+
+ssize_t shm_send(struct shunt_conn *b, const void *buf, size_t n, int flags)
+{
+	struct shm_conn *c = (struct shm_conn *)b;
+	struct iovec v = {(void *)buf, n};
+	/* A bulk send is timed as a whole (shm_sendmsg); a shut write side
+	 * fails there. */
+	size_t put = 0;
+	if (n && n < SHUNT_BULK_MIN && !__atomic_load_n(&c->tx.ctl->wr_shut, __ATOMIC_RELAXED) &&
+	    plain_sailing(c)) {
+		put = tx_put(c, &v, 1, 0);
+		if (put == n)
+			return (ssize_t)n;
+		/* The ring is full: the loop waits for space, and a send
+		 * that cannot wait returns what went. */
+		v.iov_base = (char *)buf + put;
+		v.iov_len = n - put;
+	}
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+	ssize_t r = shm_sendmsg(b, &m, flags);
+	if (!put)
+		return r;
+	return r < 0 ? (ssize_t)put : (ssize_t)put + r;
 }
 
 /* Returns 1 when the FIN must wait (the caller then skips the socket's

@@ -151,12 +151,28 @@ void shm_conn_free(struct shm_conn *c);
 
 /* Wake the peer's poll/epoll waiters of one role: one datagram per sleep. */
 void shm_wake_role(struct shm_conn *c, int role);
+/* shm_wake_data and shm_wake_space when a count says someone waits. */
+void shm_wake_data_slow(struct shm_conn *c);
+void shm_wake_space_slow(struct shm_conn *c);
 /* This end published data on its tx ring and then made a full fence
- * (shm_unlock_fence): wake the peer's readers that sleep, if any. */
-void shm_wake_data(struct shm_conn *c);
+ * (shm_unlock_fence): wake the peer's readers that sleep, if any.  Inline:
+ * after every write, and nobody sleeps while the ends exchange. */
+static inline void shm_wake_data(struct shm_conn *c)
+{
+	const struct shm_ring_ctl *t = c->tx.ctl;
+	if (__atomic_load_n(&t->reader_sleep, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&t->reader_fd, __ATOMIC_RELAXED))
+		shm_wake_data_slow(c);
+}
 /* This end freed space in its rx ring and then made a full fence
  * (shm_unlock_fence): wake the peer's writers that sleep, if any. */
-void shm_wake_space(struct shm_conn *c);
+static inline void shm_wake_space(struct shm_conn *c)
+{
+	const struct shm_ring_ctl *r = c->rx.ctl;
+	if (__atomic_load_n(&r->writer_sleep, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&r->writer_fd, __ATOMIC_RELAXED))
+		shm_wake_space_slow(c);
+}
 /* The state moved: wake every sleeper of the peer. */
 void shm_wake_peer(struct shm_conn *c);
 /* The process's socket for sending wakeups. */
@@ -242,6 +258,8 @@ void shm_replay(struct shm_conn *c);
 /* Data path (shm_data.c). */
 ssize_t shm_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
 ssize_t shm_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
+ssize_t shm_recv(struct shunt_conn *c, void *b, size_t n, int flags);
+ssize_t shm_send(struct shunt_conn *c, const void *b, size_t n, int flags);
 int shm_shutdown(struct shunt_conn *c, int how);
 int shm_ioctl(struct shunt_conn *c, unsigned long req, void *arg);
 short shm_poll(struct shunt_conn *c, short events);

@@ -139,13 +139,13 @@ static void wake_sleepers(struct shm_conn *c, uint32_t *seq, const uint32_t *sle
 	}
 }
 
-void shm_wake_data(struct shm_conn *c)
+void shm_wake_data_slow(struct shm_conn *c)
 {
 	struct shm_ring_ctl *t = c->tx.ctl;
 	wake_sleepers(c, &t->data_seq, &t->reader_sleep, &t->reader_fd, SHM_WAKE_RX);
 }
 
-void shm_wake_space(struct shm_conn *c)
+void shm_wake_space_slow(struct shm_conn *c)
 {
 	struct shm_ring_ctl *r = c->rx.ctl;
 	wake_sleepers(c, &r->space_seq, &r->writer_sleep, &r->writer_fd, SHM_WAKE_TX);

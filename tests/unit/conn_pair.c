@@ -110,7 +110,8 @@ ssize_t t_send(int fd, const void *b, size_t n, int flags)
 		return send(fd, b, n, flags | MSG_NOSIGNAL);
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = c->ops->sendmsg(c, &m, flags | MSG_NOSIGNAL);
+	ssize_t r = c->ops->send ? c->ops->send(c, b, n, flags | MSG_NOSIGNAL)
+				 : c->ops->sendmsg(c, &m, flags | MSG_NOSIGNAL);
 	int err = errno;
 	shunt_conn_put(c);
 	errno = err;
@@ -125,7 +126,7 @@ ssize_t t_recv(int fd, void *b, size_t n, int flags)
 		return recv(fd, b, n, flags);
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = c->ops->recvmsg(c, &m, flags);
+	ssize_t r = c->ops->recv ? c->ops->recv(c, b, n, flags) : c->ops->recvmsg(c, &m, flags);
 	int err = errno;
 	shunt_conn_put(c);
 	errno = err;
