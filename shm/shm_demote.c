@@ -112,13 +112,25 @@ static struct shunt_conn *spill_unread(struct shm_conn *c, enum shunt_reason why
 	return sp;
 }
 
-void shm_withdraw(struct shunt_conn *base)
+int shm_withdraw(struct shunt_conn *base)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
-	/* Published by shm_demote's CAS (seq_cst), which a server's failed
+	/* Published by the CAS below (seq_cst), which a server's failed
 	 * commit reads with acquire. */
 	__atomic_store_n(&c->hdr->left_why, SHUNT_R_CLIENT_CLOSED, __ATOMIC_RELAXED);
+	/* Only an offer still open is withdrawn.  A server whose commit won
+	 * the race has a connection: demoting it now would have it report
+	 * peer-demoted and read the rest from TCP, where a close hint and
+	 * the FIN say what happened.  (shm_demote's own CAS would move
+	 * COMMITTED too; from DEMOTING, ours or a refusal's, it moves
+	 * nothing and replays.) */
+	uint32_t st = SHM_OFFERED;
+	if (!__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_ACQUIRE) &&
+	    st == SHM_COMMITTED)
+		return 0;
 	shm_demote(base, SHUNT_R_NONE);
+	return 1;
 }
 
 void shm_demote(struct shunt_conn *base, enum shunt_reason why)

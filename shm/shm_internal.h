@@ -247,10 +247,11 @@ void shm_sweep(void);
  * peer follows when it sees the state.  Unread bytes nobody is left to
  * replay go to a spill. */
 void shm_demote(struct shunt_conn *c, enum shunt_reason why);
-/* A client closing before any server took its offer: shm_demote, the
- * header saying so first (a server that found the offer reports
- * client-closed, not offer-timeout). */
-void shm_withdraw(struct shunt_conn *c);
+/* A client closing while its offer looked untaken: shm_demote, the header
+ * saying so first (a server that found the offer reports client-closed,
+ * not offer-timeout).  0, and nothing done, when a server committed in
+ * the meantime: the connection closes as a committed one. */
+int shm_withdraw(struct shunt_conn *c);
 /* This end's replay, once, after the state left OFFERED/COMMITTED (the peer
  * demoted, or refused the offer): from then on it uses the socket. */
 void shm_replay(struct shm_conn *c);

@@ -144,6 +144,33 @@ Test(shm_offer, an_offer_left_at_its_deadline_is_offer_timeout)
 	left_offer(0, "offer-timeout");
 }
 
+/* The other order of that race: the client's close looked at the state
+ * while it was still OFFERED, and the server committed before the client
+ * withdrew.  The connection is then closed as a committed one: the
+ * server reads what the client wrote, then EOF, all on shm, and never
+ * hears of a demotion. */
+Test(shm_offer, a_close_that_loses_the_race_to_a_commit_closes_the_connection)
+{
+	struct conn_pair p;
+	pair_open(&p);
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_ACCEL, "server: %s", fd_reason(p.sfd));
+	struct shunt_fd *e = shunt_fd_peek(p.cfd);
+	cr_assert(e && e->conn);
+	struct shm_conn *c = (struct shm_conn *)e->conn;
+	cr_assert(t_send(p.cfd, "x", 1, 0) == 1);
+	cr_assert_eq(shm_withdraw(e->conn), 0, "withdrew a committed connection");
+	cr_assert_eq(__atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE), SHM_COMMITTED);
+	pair_close_fd(p.cfd); /* the rest of close() */
+	p.cfd = -1;
+	char b[2];
+	cr_assert_eq(t_recv(p.sfd, b, 1, 0), 1);
+	cr_assert_eq(b[0], 'x');
+	cr_assert_eq(t_recv(p.sfd, b, 1, 0), 0, "EOF after the client's byte");
+	cr_assert_eq(fd_kind(p.sfd), SHUNT_FD_ACCEL, "server: %s", fd_reason(p.sfd));
+	cr_assert_str_eq(fd_transport(p.sfd), "shm");
+	pair_close(&p);
+}
+
 /* Bad handshake input: the connection falls back, nothing breaks.  The
  * offer names no slot, planted in the table (how clients name offers), as
  * a counted symlink (their fallback, which servers look for while the
