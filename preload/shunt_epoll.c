@@ -383,7 +383,7 @@ static int kernel_count(int ep)
 		return -1;
 	int n = 0, at_line = 1;
 	ssize_t r;
-	while ((r = read(fd, b, sizeof b)) > 0) {
+	while ((r = REAL(read)(fd, b, sizeof b)) > 0) {
 		for (ssize_t i = 0; i < r; i++) {
 			if (at_line && i + 4 <= r && !memcmp(b + i, "tfd:", 4))
 				n++;

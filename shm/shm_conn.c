@@ -117,19 +117,13 @@ static void shm_close(struct shunt_conn *base)
 	struct shm_conn *c = (struct shm_conn *)base;
 	SHUNT_GUARD_ENTER();
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
-	int withdrawn = 0;
-	if (c->side == SHM_CLIENT && st == SHM_OFFERED) {
-		/* Never accepted yet: give the bytes to TCP, which keeps them
-		 * for the server's accept() as it would have anyway.  Unless
-		 * a server committed since we looked: then it is closed as
-		 * the committed connection it is. */
-		withdrawn = shm_withdraw(base);
-		if (!withdrawn)
-			st = SHM_COMMITTED;
-	}
-	if (withdrawn) {
-		/* The bytes are on their way by TCP. */
-	} else if (st >= SHM_DEMOTING && !c->demoted) {
+	/* Never accepted yet: give the bytes to TCP, which keeps them for the
+	 * server's accept() as it would have anyway (this end is demoted
+	 * then).  Unless a server committed since we looked: then it is
+	 * closed as the committed connection it is. */
+	if (c->side == SHM_CLIENT && st == SHM_OFFERED && !shm_withdraw(base))
+		st = SHM_COMMITTED;
+	if (st >= SHM_DEMOTING && !c->demoted) {
 		/* Declined (or demoted by the peer) while we were not looking:
 		 * what the peer never read must still reach it, before FIN. */
 		shm_replay(c);
