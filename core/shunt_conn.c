@@ -55,7 +55,7 @@ void shunt_conn_put(struct shunt_conn *c)
 			c->held = 0;
 			shunt_fd_release(held - 1);
 		}
-		c->ops->free(c);
+		c->ops->life->free(c);
 	}
 }
 
@@ -74,25 +74,25 @@ static void hold_socket(struct shunt_conn *c)
 		c->held = h + 1;
 }
 
-/* ops->close, then the close line of a connection on a transport (the
+/* ops->life->close, then the close line of a connection on a transport (the
  * bytes it moved there, what a demotion replayed left out). */
 static void conn_close(struct shunt_conn *c)
 {
 	int fd = c->fd;
-	c->ops->close(c);
+	c->ops->life->close(c);
 	if (c->ops->transport && shunt_log_on(SHUNT_LOG_DEBUG))
 		shunt_log(SHUNT_LOG_DEBUG, "%s close fd=%d bytes_in=%llu bytes_out=%llu",
 			  shunt_conn_name(c), fd, (unsigned long long)c->bytes_in,
 			  (unsigned long long)c->bytes_out);
 }
 
-/* close() of this thread: the connection whose ops->closed runs after the
+/* close() of this thread: the connection whose ops->life->closed runs after the
  * real close, held (one at a time; a signal handler's close() in between
  * finds the slot taken and does not defer). */
 static __thread int closing_then;
 static __thread struct shunt_conn *closing;
 
-/* One fd number less.  The last one says goodbye (ops->close) while the
+/* One fd number less.  The last one says goodbye (ops->life->close) while the
  * socket is still open; the memory goes with the last reference. */
 static void conn_unref(struct shunt_conn *c)
 {
@@ -102,7 +102,7 @@ static void conn_unref(struct shunt_conn *c)
 		if (__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1)
 			hold_socket(c);
 		c->after_close = 0;
-		if (closing_then && !closing && c->ops->closed) {
+		if (closing_then && !closing && c->ops->life->closed) {
 			shunt_conn_hold(c);
 			closing = c;
 			c->after_close = 1;
@@ -193,7 +193,7 @@ void shunt_conn_closed(void)
 	if (!c)
 		return;
 	closing = NULL;
-	c->ops->closed(c);
+	c->ops->life->closed(c);
 	c->after_close = 0;
 	shunt_conn_put(c);
 }
@@ -300,12 +300,12 @@ void shunt_conn_demote(int fd, struct shunt_fd *e, enum shunt_reason why)
 	struct shunt_conn *c = shunt_conn_get(e);
 	if (!c)
 		return;
-	if (!c->ops->demote) {
+	if (!c->ops->life->demote) {
 		/* Nowhere to go (a spill): it stays until drained. */
 		shunt_conn_put(c);
 		return;
 	}
-	c->ops->demote(c, why);
+	c->ops->life->demote(c, why);
 	shunt_conn_finish(c, why);
 	shunt_conn_put(c);
 }
@@ -327,8 +327,8 @@ static void fork_one(int fd, struct shunt_fd *e, void *arg)
 	 * this one never hears of. */
 	if (c)
 		c->timeo = 1;
-	if (c && c->ops->fork)
-		c->ops->fork(c);
+	if (c && c->ops->life->fork)
+		c->ops->life->fork(c);
 }
 
 void shunt_conn_before_fork(void)
@@ -340,8 +340,8 @@ static void forked_one(int fd, struct shunt_fd *e, void *arg)
 {
 	(void)fd;
 	struct shunt_conn *c = held(e);
-	if (c && c->ops->forked)
-		c->ops->forked(c, *(int *)arg);
+	if (c && c->ops->life->forked)
+		c->ops->life->forked(c, *(int *)arg);
 }
 
 void shunt_conn_after_fork_parent(void)

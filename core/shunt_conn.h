@@ -3,9 +3,9 @@
  *
  *   ACCEL ---- demote: replay, then finish ----> KERNEL + reason
  *     |                                            |
- *     +------ last close: ops->close ---+----------+
+ *     +------ last close: ops->life->close ---+----------+
  *                                       v
- *               last reference: ops->free (the object is recycled)
+ *               last reference: ops->life->free (the object is recycled)
  *
  * The kernel TCP socket exists in every state and is what the application
  * holds: a connection only says who moves the bytes.  Two kinds of
@@ -37,13 +37,15 @@
 struct shunt_conn;
 struct shunt_transport_ops;
 
-/* What a connection does.  The interposed calls use these only for fds
+/* What a connection does, in three tables by concern, as libfabric splits
+ * an endpoint's fi_ops_msg from its fi_ops_cm: its life (close, free,
+ * demote, fork), its data (the read and write calls) and its waits
+ * (readiness for poll/select/epoll, and a blocking call's sleep).  A
+ * transport shows at a glance what it implements; each table is defined
+ * in the file of its concern.  The interposed calls use these only for fds
  * whose entry is SHUNT_FD_ACCEL; a call holds a reference for its length
  * (shunt_conn_get), so close() in another thread frees nothing under it. */
-struct shunt_conn_ops {
-	/* The transport the connection is on; NULL for a spill. */
-	const struct shunt_transport_ops *transport;
-
+struct shunt_conn_life_ops {
 	/* The last fd number referring to c in this process is closing (the
 	 * socket is still open): say goodbye to the peer.  Calls in flight in
 	 * other threads may go on; c->fd is -1 afterwards. */
@@ -66,8 +68,10 @@ struct shunt_conn_ops {
 	/* After that fork, in the parent (child 0: also when it failed) and in
 	 * the child (child 1).  May be NULL. */
 	void (*forked)(struct shunt_conn *c, int child);
+};
 
-	/* Data: all read and write calls funnel into these two.  flags has
+struct shunt_conn_data_ops {
+	/* All read and write calls funnel into these two.  flags has
 	 * MSG_DONTWAIT when the call must not block (either cause). */
 	ssize_t (*recvmsg)(struct shunt_conn *c, struct msghdr *m, int flags);
 	ssize_t (*sendmsg)(struct shunt_conn *c, const struct msghdr *m, int flags);
@@ -81,7 +85,9 @@ struct shunt_conn_ops {
 	int (*shutdown)(struct shunt_conn *c, int how);
 	/* FIONREAD, SIOCOUTQ; -1/ENOTTY lets the kernel answer. */
 	int (*ioctl)(struct shunt_conn *c, unsigned long req, void *arg);
+};
 
+struct shunt_conn_wait_ops {
 	/* Readiness, for poll/select/epoll.  poll() answers from user space
 	 * without blocking; 0 after it finished the connection means "ask the
 	 * kernel".  To sleep, the caller arm()s (up to SHUNT_ARM_MAX kernel
@@ -95,7 +101,6 @@ struct shunt_conn_ops {
 	/* A counter that moves whenever bytes arrive or space frees: the
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
-
 	/* Where the two ends are (core/shunt_spin.h): the peer's presence,
 	 * with *mine this end's, both in memory the two ends share; NULL when
 	 * the transport cannot know (a remote peer: the spin budget alone
@@ -110,6 +115,14 @@ struct shunt_conn_ops {
 	 * wait for what may come now (the socket may speak first).  May be
 	 * NULL: always arm. */
 	int (*sleep)(struct shunt_conn *c, short ev, int timeout_ms);
+};
+
+struct shunt_conn_ops {
+	/* The transport the connection is on; NULL for a spill. */
+	const struct shunt_transport_ops *transport;
+	const struct shunt_conn_life_ops *life;
+	const struct shunt_conn_data_ops *data;
+	const struct shunt_conn_wait_ops *wait;
 };
 
 #define SHUNT_SLEEP_ARM 1
@@ -150,7 +163,7 @@ struct shunt_conn {
 	uint64_t offer_deadline; /* client, offered: give up at (ms) */
 	uint8_t local16[16]; /* the local address, when the transport */
 	uint16_t lport;      /* learnt it (lport 0: not known) */
-	uint8_t after_close; /* this close() runs ops->closed after the
+	uint8_t after_close; /* this close() runs ops->life->closed after the
 				real close (set by core for close) */
 	uint8_t woke;      /* this end woke a sleeping peer since its last
 			      wait: the peer is not asleep for long */
@@ -183,7 +196,7 @@ struct shunt_conn_pool {
 /* An object of the pool's kind, zeroed but for its ops (refs is 0 until
  * the connection is settled), or NULL. */
 void *shunt_conn_alloc(struct shunt_conn_pool *p);
-/* Back to the pool (ops->free's last step).  Lock-free: the last put of a
+/* Back to the pool (ops->life->free's last step).  Lock-free: the last put of a
  * connection may run in any thread, a signal handler's included. */
 void shunt_conn_recycle(struct shunt_conn_pool *p, struct shunt_conn *c);
 
@@ -220,7 +233,7 @@ static inline struct shunt_conn *shunt_conn_get(struct shunt_fd *e)
 	return c;
 }
 
-/* Drop a reference; the last one frees the connection (ops->free). */
+/* Drop a reference; the last one frees the connection (ops->life->free). */
 void shunt_conn_put(struct shunt_conn *c);
 /* Like shunt_conn_get() for a connection already held (an epoll item). */
 static inline void shunt_conn_hold(struct shunt_conn *c)
@@ -248,17 +261,17 @@ void shunt_conn_finish(struct shunt_conn *c, enum shunt_reason why);
  * counters), then let go of old as those numbers closing would. */
 void shunt_conn_replace(struct shunt_conn *old, struct shunt_conn *nw);
 
-/* Before fork: connections that become shared are told (ops->fork). */
+/* Before fork: connections that become shared are told (ops->life->fork). */
 void shunt_conn_before_fork(void);
 /* In the child after fork: counters move to the child's own file;
- * connections are told (ops->forked). */
+ * connections are told (ops->life->forked). */
 void shunt_conn_after_fork_child(void);
 /* In the parent after fork (or after a fork that failed). */
 void shunt_conn_after_fork_parent(void);
 /* Before exec: demote what the new program would inherit. */
 void shunt_conn_before_exec(void);
 
-/* exit(): c says goodbye as at its last close (ops->close, the close
+/* exit(): c says goodbye as at its last close (ops->life->close, the close
  * line); its numbers stay as they are. */
 void shunt_conn_close_at_exit(struct shunt_conn *c);
 /* Call fn for each open connection of transport t in this process (fd

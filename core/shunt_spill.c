@@ -212,18 +212,27 @@ static void sp_free(struct shunt_conn *b)
 /* On no transport.  Nothing to do at fork: the mapping is shared and the
  * memfd inherited.  No demote: the bytes have nowhere else to go (an exec
  * passes them on, see shunt_spill_exec_env). */
-static const struct shunt_conn_ops spill_ops = {
-	.transport = NULL,
+static const struct shunt_conn_life_ops spill_life_ops = {
 	.close = sp_close,
 	.free = sp_free,
+};
+static const struct shunt_conn_data_ops spill_data_ops = {
 	.recvmsg = sp_recvmsg,
 	.sendmsg = sp_sendmsg,
 	.shutdown = sp_shutdown,
 	.ioctl = sp_ioctl,
+};
+static const struct shunt_conn_wait_ops spill_wait_ops = {
 	.poll = sp_poll,
 	.arm = sp_arm,
 	.disarm = sp_disarm,
 	.progress = sp_progress,
+};
+static const struct shunt_conn_ops spill_ops = {
+	.transport = NULL,
+	.life = &spill_life_ops,
+	.data = &spill_data_ops,
+	.wait = &spill_wait_ops,
 };
 
 /* ---- making one --------------------------------------------------------------- */

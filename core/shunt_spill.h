@@ -25,7 +25,7 @@
 struct shunt_conn *shunt_spill_new(struct shunt_conn *old, const struct iovec *v, int n,
 				   enum shunt_reason why);
 /* Replace old by the spill on every fd number that refers to it; old is
- * closed (its ops->close) as if those numbers had been. */
+ * closed (its ops->life->close) as if those numbers had been. */
 void shunt_spill_install(struct shunt_conn *old, struct shunt_conn *sp);
 
 /* Before an exec or spawn with environment env (NULL: environ): pass the

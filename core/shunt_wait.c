@@ -111,7 +111,7 @@ int shunt_spin_oversubscribed_now(uint64_t now)
 int shunt_conn_worth_spin(struct shunt_conn *c, int cpu)
 {
 	struct shunt_presence *mine;
-	const struct shunt_presence *peer = c->ops->presence ? c->ops->presence(c, &mine) : NULL;
+	const struct shunt_presence *peer = c->ops->wait->presence ? c->ops->wait->presence(c, &mine) : NULL;
 	uint32_t beat = SHUNT_SPIN_NO_BEAT;
 	if (!peer)
 		return SHUNT_WORTH_SPIN;
@@ -200,7 +200,7 @@ struct conn_spin {
 static int conn_ready(void *p)
 {
 	struct conn_spin *a = p;
-	return a->c->ops->poll(a->c, a->ev) != 0 || __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
+	return a->c->ops->wait->poll(a->c, a->ev) != 0 || __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
 }
 
 /* Spin while spinning pays (core/shunt_spin.h): 1 when c is ready. */
@@ -295,7 +295,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	const struct shunt_conn_ops *ops = c->ops;
 	struct conn_spin a = {c, ev};
 	struct shunt_presence *mine = NULL;
-	const struct shunt_presence *peer = ops->presence ? ops->presence(c, &mine) : NULL;
+	const struct shunt_presence *peer = ops->wait->presence ? ops->wait->presence(c, &mine) : NULL;
 	int cpu = mine ? sched_getcpu() : -1;
 	/* Has anything gone the other way since this end last waited in this
 	 * direction?  (Plain reads: a thread sharing the end may race, and a
@@ -337,8 +337,8 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 			timeout = (int)(dl - now);
 		}
 		int r = SHUNT_SLEEP_ARM, err;
-		if (ops->sleep) {
-			r = ops->sleep(c, ev, timeout < 0 || timeout > recheck ? recheck : timeout);
+		if (ops->wait->sleep) {
+			r = ops->wait->sleep(c, ev, timeout < 0 || timeout > recheck ? recheck : timeout);
 			err = errno;
 			if (r == SHUNT_SLEEP_AGAIN) {
 				if (recheck < SHUNT_RECHECK_MAX_MS)
@@ -348,15 +348,15 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 		}
 		if (r == SHUNT_SLEEP_ARM) {
 			struct pollfd p[SHUNT_ARM_MAX];
-			int n = ops->arm(c, ev, p, &timeout);
+			int n = ops->wait->arm(c, ev, p, &timeout);
 			if (conn_ready(&a)) {
-				ops->disarm(c, ev, p, 0);
+				ops->wait->disarm(c, ev, p, 0);
 				rc = 0;
 				break;
 			}
 			r = REAL(poll)(p, (nfds_t)n, timeout);
 			err = errno;
-			ops->disarm(c, ev, p, r > 0 ? n : 0);
+			ops->wait->disarm(c, ev, p, r > 0 ? n : 0);
 			if (r > 0)
 				r = 0;
 			else if (r == 0 && (!dl || shunt_now_ms() < dl))

@@ -384,19 +384,17 @@ static void fab_free(struct shunt_conn *base)
 	SHUNT_GUARD_LEAVE();
 }
 
-const struct shunt_conn_ops fab_conn_ops = {
-	.transport = &shunt_transport_fabric,
+static const struct shunt_conn_life_ops fab_life_ops = {
 	.close = fab_close,
 	.free = fab_free,
 	.demote = fab_demote,
 	.fork = fab_fork,
-	.recvmsg = fab_recvmsg,
-	.sendmsg = fab_sendmsg,
-	.shutdown = fab_shutdown,
-	.ioctl = fab_ioctl,
-	.poll = fab_poll,
-	.arm = fab_arm,
-	.disarm = fab_disarm,
-	.progress = fab_progress,
+};
+
+const struct shunt_conn_ops fab_conn_ops = {
+	.transport = &shunt_transport_fabric,
+	.life = &fab_life_ops,
+	.data = &fab_data_ops,
+	.wait = &fab_wait_ops,
 };
 

@@ -716,3 +716,19 @@ uint64_t fab_progress(struct shunt_conn *b)
 	return c->rx_arrived + c->tx_acked + (uint64_t)state_of(c) +
 	       (uint64_t)c->peer_shut;
 }
+
+const struct shunt_conn_data_ops fab_data_ops = {
+	.recvmsg = fab_recvmsg,
+	.sendmsg = fab_sendmsg,
+	.shutdown = fab_shutdown,
+	.ioctl = fab_ioctl,
+};
+
+/* No presence (the peer is on another host: the spin budget alone
+ * decides) and no futex sleep (the CQ's fd is armed). */
+const struct shunt_conn_wait_ops fab_wait_ops = {
+	.poll = fab_poll,
+	.arm = fab_arm,
+	.disarm = fab_disarm,
+	.progress = fab_progress,
+};

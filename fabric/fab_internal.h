@@ -124,6 +124,8 @@ struct fab_conn {
 
 /* The connection ops of a fabric end (fab_conn.c). */
 extern const struct shunt_conn_ops fab_conn_ops;
+extern const struct shunt_conn_data_ops fab_data_ops; /* fab_data.c */
+extern const struct shunt_conn_wait_ops fab_wait_ops;
 
 /* ---- fab_start.c: libfabric's start-up ------------------------------------- */
 

@@ -289,8 +289,8 @@ static int kernel_add(int ep, int fd, struct item *it)
 		return -1;
 	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int m = c->ops->arm(c, POLLIN | POLLOUT, w, &ms);
-	c->ops->disarm(c, POLLIN | POLLOUT, w, 0);
+	int m = c->ops->wait->arm(c, POLLIN | POLLOUT, w, &ms);
+	c->ops->wait->disarm(c, POLLIN | POLLOUT, w, 0);
 	it->nwake = 0;
 	for (int i = 0; i < m; i++) {
 		if (w[i].fd == fd)
@@ -533,11 +533,11 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 static short item_ready(struct item *it, int commit)
 {
 	short want = to_poll(it->events);
-	short r = it->c->ops->poll(it->c, (short)(want | POLLRDHUP));
+	short r = it->c->ops->wait->poll(it->c, (short)(want | POLLRDHUP));
 	r = (short)(r & (want | POLLERR | POLLHUP));
 	if (!(it->events & EPOLLET) || !r)
 		return r;
-	uint64_t seq = it->c->ops->progress(it->c);
+	uint64_t seq = it->c->ops->wait->progress(it->c);
 	short fresh = seq != it->seq || (r & ~it->last) ? r : 0;
 	if (commit) {
 		it->last = r;
@@ -680,7 +680,7 @@ void shunt_armlist_init(struct shunt_armlist *al)
 void shunt_armlist_release(struct shunt_armlist *al)
 {
 	for (int i = 0; i < al->n; i++) {
-		al->v[i].c->ops->disarm(al->v[i].c, al->v[i].ev, NULL, 0);
+		al->v[i].c->ops->wait->disarm(al->v[i].c, al->v[i].ev, NULL, 0);
 		shunt_conn_put(al->v[i].c);
 	}
 	if (al->v != al->buf)
@@ -726,7 +726,7 @@ static int prime_set(struct epset *k, struct shunt_armlist *al, int *ms, int dep
 				al->short_ms = 1;
 				continue;
 			}
-			it->c->ops->arm(it->c, ev, w, ms);
+			it->c->ops->wait->arm(it->c, ev, w, ms);
 		}
 	}
 	/* (A set whose items are all gone may still be signalled.) */
@@ -768,10 +768,10 @@ static void wake_seen(struct item *it, uint64_t data)
 	}
 	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int m = it->c->ops->arm(it->c, POLLIN | POLLOUT, w, &ms);
+	int m = it->c->ops->wait->arm(it->c, POLLIN | POLLOUT, w, &ms);
 	for (int j = 0; j < m; j++)
 		w[j].revents = (short)(w[j].fd == it->fd ? POLLIN : 0);
-	it->c->ops->disarm(it->c, POLLIN | POLLOUT, w, m);
+	it->c->ops->wait->disarm(it->c, POLLIN | POLLOUT, w, m);
 }
 
 /* Kernel events: the application's go to out, shunt's own mark which
@@ -908,7 +908,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 			__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
 			armed[i].c = it->c;
 			armed[i].ev = it->disabled || it->parked ? 0 : to_poll(it->events);
-			it->c->ops->arm(it->c, armed[i].ev, two, &ms);
+			it->c->ops->wait->arm(it->c, armed[i].ev, two, &ms);
 			if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
 				again = 1;
 		}
@@ -936,7 +936,7 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		shunt_armlist_release(&al);
 		pthread_mutex_lock(&s->mu);
 		for (int i = 0; i < n; i++) {
-			armed[i].c->ops->disarm(armed[i].c, armed[i].ev, NULL, 0);
+			armed[i].c->ops->wait->disarm(armed[i].c, armed[i].ev, NULL, 0);
 			shunt_conn_put(armed[i].c);
 		}
 		got = kn > 0 ? take_kernel(s, kev, kn, out, 0, max) : 0;

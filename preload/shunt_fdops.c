@@ -219,7 +219,7 @@ SHUNT_EXPORT int ioctl(int fd, unsigned long req, ...)
 	struct shunt_fd *e = shunt_fd_accel(fd);
 	struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
 	if (unlikely(c != NULL)) {
-		int rc = c->ops->ioctl(c, req, arg);
+		int rc = c->ops->data->ioctl(c, req, arg);
 		int err = errno;
 		shunt_conn_put(c);
 		if (rc >= 0 || err != ENOTTY) {

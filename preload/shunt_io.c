@@ -80,20 +80,20 @@ static ssize_t done(struct shunt_conn *c, ssize_t r)
 
 static ssize_t accel_recv(struct shunt_conn *c, void *b, size_t n, int flags)
 {
-	if (c->ops->recv)
-		return done(c, c->ops->recv(c, b, n, nb(c, flags)));
+	if (c->ops->data->recv)
+		return done(c, c->ops->data->recv(c, b, n, nb(c, flags)));
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return done(c, c->ops->recvmsg(c, &m, nb(c, flags)));
+	return done(c, c->ops->data->recvmsg(c, &m, nb(c, flags)));
 }
 
 static ssize_t accel_send(struct shunt_conn *c, const void *b, size_t n, int flags)
 {
-	if (c->ops->send)
-		return done(c, c->ops->send(c, b, n, nb(c, flags)));
+	if (c->ops->data->send)
+		return done(c, c->ops->data->send(c, b, n, nb(c, flags)));
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	return done(c, c->ops->sendmsg(c, &m, nb(c, flags)));
+	return done(c, c->ops->data->sendmsg(c, &m, nb(c, flags)));
 }
 
 SHUNT_EXPORT ssize_t read(int fd, void *b, size_t n)
@@ -113,7 +113,7 @@ SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 {
 	ACCEL_OR_REAL(kernel_in, readv, fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return done(c, c->ops->recvmsg(c, &m, nb(c, 0)));
+	return done(c, c->ops->data->recvmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
@@ -136,7 +136,7 @@ SHUNT_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags,
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_name = sa, .msg_namelen = len ? *len : 0,
 			   .msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = c->ops->recvmsg(c, &m, nb(c, flags));
+	ssize_t r = c->ops->data->recvmsg(c, &m, nb(c, flags));
 	if (r >= 0 && sa && len)
 		*len = m.msg_namelen;
 	return done(c, r);
@@ -153,7 +153,7 @@ SHUNT_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t size, int 
 SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	ACCEL_OR_REAL(kernel_recv, recvmsg, fd, m, flags);
-	return done(c, c->ops->recvmsg(c, m, nb(c, flags)));
+	return done(c, c->ops->data->recvmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
@@ -164,7 +164,7 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 	 * as with MSG_WAITFORONE. */
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		ssize_t r = c->ops->recvmsg(c, &v[i].msg_hdr,
+		ssize_t r = c->ops->data->recvmsg(c, &v[i].msg_hdr,
 					    i ? flags | MSG_DONTWAIT : nb(c, flags));
 		if (r < 0)
 			return (int)done(c, i ? (int)i : -1);
@@ -185,7 +185,7 @@ SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
 {
 	ACCEL_OR_REAL(kernel_out, writev, fd, v, n);
 	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
-	return done(c, c->ops->sendmsg(c, &m, nb(c, 0)));
+	return done(c, c->ops->data->sendmsg(c, &m, nb(c, 0)));
 }
 
 SHUNT_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
@@ -205,7 +205,7 @@ SHUNT_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags,
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	ACCEL_OR_REAL(kernel_out, sendmsg, fd, m, flags);
-	return done(c, c->ops->sendmsg(c, m, nb(c, flags)));
+	return done(c, c->ops->data->sendmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
@@ -213,7 +213,7 @@ SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 	ACCEL_OR_REAL(kernel_mmsg_out, sendmmsg, fd, v, n, flags);
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		ssize_t r = c->ops->sendmsg(c, &v[i].msg_hdr, nb(c, flags));
+		ssize_t r = c->ops->data->sendmsg(c, &v[i].msg_hdr, nb(c, flags));
 		if (r < 0)
 			return (int)done(c, i ? (int)i : -1);
 		v[i].msg_len = (unsigned)r;

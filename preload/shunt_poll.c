@@ -53,7 +53,7 @@ static int accel_scan(struct pollfd *p, nfds_t n, int *naccel)
 			}
 			continue;
 		}
-		short r = c->ops->poll(c, (short)(p[i].events | POLLRDHUP));
+		short r = c->ops->wait->poll(c, (short)(p[i].events | POLLRDHUP));
 		shunt_conn_put(c);
 		if (shunt_fd_kind(e) != SHUNT_FD_ACCEL)
 			continue; /* just handed to the kernel path */
@@ -213,19 +213,19 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 				continue;
 			short ev = (short)(p[i].events | POLLRDHUP);
 			a[na] = (struct armed){c, ev, (int)nk, 0};
-			a[na].m = c->ops->arm(c, ev, &k[nk], &ms);
+			a[na].m = c->ops->wait->arm(c, ev, &k[nk], &ms);
 			nk += (size_t)a[na].m;
 			na++;
 		}
 		for (int j = 0; j < na && !again; j++)
-			again = a[j].c->ops->poll(a[j].c, a[j].events) != 0;
+			again = a[j].c->ops->wait->poll(a[j].c, a[j].events) != 0;
 		if (al.short_ms && (ms < 0 || ms > 10))
 			ms = 10;
 		kr = again ? 0 : REAL(ppoll)(k, (nfds_t)nk, ms_to_ts(ms, &ts), mask);
 		int err = errno;
 		shunt_armlist_release(&al);
 		for (int j = 0; j < na; j++) {
-			a[j].c->ops->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
+			a[j].c->ops->wait->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
 			shunt_conn_put(a[j].c);
 		}
 		if (kr < 0) {

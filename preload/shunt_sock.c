@@ -173,7 +173,7 @@ SHUNT_EXPORT int shutdown(int fd, int how)
 	struct shunt_fd *e = shunt_fd_accel(fd);
 	struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
 	if (c) {
-		int rc = c->ops->shutdown(c, how);
+		int rc = c->ops->data->shutdown(c, how);
 		shunt_conn_put(c);
 		if (rc != 0)
 			return rc < 0 ? rc : 0; /* 1: the transport sends FIN later */

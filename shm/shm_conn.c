@@ -174,24 +174,18 @@ static void shm_free(struct shunt_conn *base)
 	SHUNT_GUARD_LEAVE();
 }
 
-const struct shunt_conn_ops shm_conn_ops = {
-	.transport = &shunt_transport_shm,
+static const struct shunt_conn_life_ops shm_life_ops = {
 	.close = shm_close,
 	.closed = shm_closed,
 	.free = shm_free,
 	.demote = shm_demote,
 	.fork = shm_fork,
 	.forked = shm_forked,
-	.recvmsg = shm_recvmsg,
-	.sendmsg = shm_sendmsg,
-	.recv = shm_recv,
-	.send = shm_send,
-	.shutdown = shm_shutdown,
-	.ioctl = shm_ioctl,
-	.poll = shm_poll,
-	.arm = shm_arm,
-	.disarm = shm_disarm,
-	.progress = shm_progress,
-	.presence = shm_presence,
-	.sleep = shm_sleep,
+};
+
+const struct shunt_conn_ops shm_conn_ops = {
+	.transport = &shunt_transport_shm,
+	.life = &shm_life_ops,
+	.data = &shm_data_ops,
+	.wait = &shm_wait_ops,
 };

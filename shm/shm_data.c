@@ -652,3 +652,21 @@ int shm_sleep(struct shunt_conn *b, short ev, int timeout_ms)
 	errno = err;
 	return r;
 }
+
+const struct shunt_conn_data_ops shm_data_ops = {
+	.recvmsg = shm_recvmsg,
+	.sendmsg = shm_sendmsg,
+	.recv = shm_recv,
+	.send = shm_send,
+	.shutdown = shm_shutdown,
+	.ioctl = shm_ioctl,
+};
+
+const struct shunt_conn_wait_ops shm_wait_ops = {
+	.poll = shm_poll,
+	.arm = shm_arm,
+	.disarm = shm_disarm,
+	.progress = shm_progress,
+	.presence = shm_presence,
+	.sleep = shm_sleep,
+};

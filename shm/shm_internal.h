@@ -124,8 +124,11 @@ struct shm_conn {
 	char target[96];          /* client: what the offer names */
 };
 
-/* The connection ops of an shm end (shm_conn.c). */
+/* The connection ops of an shm end (shm_conn.c), and its data and wait
+ * tables (shm_data.c). */
 extern const struct shunt_conn_ops shm_conn_ops;
+extern const struct shunt_conn_data_ops shm_data_ops;
+extern const struct shunt_conn_wait_ops shm_wait_ops;
 
 enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 

@@ -110,8 +110,8 @@ ssize_t t_send(int fd, const void *b, size_t n, int flags)
 		return send(fd, b, n, flags | MSG_NOSIGNAL);
 	struct iovec v = {(void *)b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = c->ops->send ? c->ops->send(c, b, n, flags | MSG_NOSIGNAL)
-				 : c->ops->sendmsg(c, &m, flags | MSG_NOSIGNAL);
+	ssize_t r = c->ops->data->send ? c->ops->data->send(c, b, n, flags | MSG_NOSIGNAL)
+				 : c->ops->data->sendmsg(c, &m, flags | MSG_NOSIGNAL);
 	int err = errno;
 	shunt_conn_put(c);
 	errno = err;
@@ -126,7 +126,7 @@ ssize_t t_recv(int fd, void *b, size_t n, int flags)
 		return recv(fd, b, n, flags);
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
-	ssize_t r = c->ops->recv ? c->ops->recv(c, b, n, flags) : c->ops->recvmsg(c, &m, flags);
+	ssize_t r = c->ops->data->recv ? c->ops->data->recv(c, b, n, flags) : c->ops->data->recvmsg(c, &m, flags);
 	int err = errno;
 	shunt_conn_put(c);
 	errno = err;

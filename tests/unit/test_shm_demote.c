@@ -108,7 +108,7 @@ Test(shm_demote, a_deferred_fin_follows_the_replay)
 	pattern(out, sizeof out, 0, 41);
 	t_send_all(p.cfd, out, sizeof out);
 	struct shunt_conn *c = shunt_conn_get(shunt_fd_peek(p.cfd));
-	cr_assert_eq(c->ops->shutdown(c, SHUT_WR), 1, "the FIN waits");
+	cr_assert_eq(c->ops->data->shutdown(c, SHUT_WR), 1, "the FIN waits");
 	shunt_conn_put(c);
 
 	demote(p.cfd, SHUNT_R_EXEC);

@@ -166,7 +166,7 @@ Test(shm_wake, a_sleeper_hears_the_peer_with_no_name_in_the_rundir)
 	cr_assert(system(cmd) == 0);
 	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int n = s->base.ops->arm(&s->base, POLLIN, w, &ms);
+	int n = s->base.ops->wait->arm(&s->base, POLLIN, w, &ms);
 	cr_assert_eq(n, 2, "the wake socket and the TCP socket");
 	cr_assert_neq(w[0].fd, p.sfd);
 	cr_assert_eq(poll(w, (nfds_t)n, 0), 0, "nothing to hear yet");
@@ -174,7 +174,7 @@ Test(shm_wake, a_sleeper_hears_the_peer_with_no_name_in_the_rundir)
 	/* Bounded only to turn a lost wakeup into a failure. */
 	cr_assert_eq(poll(w, 1, 20000), 1, "no wakeup reached the abstract wake socket");
 	cr_assert(w[0].revents & POLLIN);
-	s->base.ops->disarm(&s->base, POLLIN, w, n);
+	s->base.ops->wait->disarm(&s->base, POLLIN, w, n);
 	char b[4];
 	t_recv_all(p.sfd, b, 4);
 	cr_assert(!memcmp(b, "ping", 4));
@@ -232,7 +232,7 @@ Test(shm_wake, between_namespaces_wake_sockets_are_named)
 		  "%s", peer);
 	struct pollfd w[SHUNT_ARM_MAX];
 	int ms = -1;
-	int n = c->base.ops->arm(&c->base, POLLIN, w, &ms);
+	int n = c->base.ops->wait->arm(&c->base, POLLIN, w, &ms);
 	cr_assert_eq(n, 2);
 	struct sockaddr_un a;
 	socklen_t len = sizeof a;
@@ -243,7 +243,7 @@ Test(shm_wake, between_namespaces_wake_sockets_are_named)
 	cr_assert_eq(c->hdr->wake_id[SHM_CLIENT][SHM_WAKE_RX], 0, "no id for a named socket");
 	t_send_all(p.sfd, "pong", 4);
 	cr_assert_eq(poll(w, 1, 20000), 1, "no wakeup reached the named wake socket");
-	c->base.ops->disarm(&c->base, POLLIN, w, n);
+	c->base.ops->wait->disarm(&c->base, POLLIN, w, n);
 	char b[4];
 	t_recv_all(p.cfd, b, 4);
 	cr_assert(!memcmp(b, "pong", 4));
