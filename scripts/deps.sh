@@ -23,6 +23,11 @@ PACKAGES=(
 	# components; tests/deploy/kustomize_render.py uses a newer kubectl
 	# when one is installed and its own renderer otherwise.
 	dpkg-dev file lintian python3-yaml patchelf
+	# reach (issue 32): CPython's own socket tests, io_uring and Go peers,
+	# a static C binary
+	libpython3.11-testsuite liburing-dev golang-go libc6-dev
+	# the eBPF sockmap path (issue 35): clang's BPF target, libbpf, bpftool
+	libbpf-dev bpftool
 )
 
 missing=()
