@@ -8,7 +8,11 @@ lib=$1 progs=$2
 tmp=$(mktemp -d)
 trap 'kill $spid 2>/dev/null || true; rm -rf "$tmp" /dev/shm/shunt-vg-$$' EXIT
 mkdir -m 700 /dev/shm/shunt-vg-$$
-export SHUNT_RUNDIR=/dev/shm/shunt-vg-$$ SHUNT_LOG=debug SHUNT_LOG_FILE=$tmp/%p.log
+# The server under valgrind may take seconds to reach accept() on a loaded
+# machine; the offer must not time out meanwhile (the test is about memory
+# errors on the shm path, not about the deadline).
+export SHUNT_RUNDIR=/dev/shm/shunt-vg-$$ SHUNT_LOG=debug SHUNT_LOG_FILE=$tmp/%p.log \
+	SHUNT_OFFER_TIMEOUT_MS=60000
 vg=(valgrind -q --error-exitcode=99 --leak-check=no --trace-children=no)
 LD_PRELOAD=$lib "${vg[@]}" "$progs/echo_server" --port-file "$tmp/port" --conns 2 \
 	--wait epoll >"$tmp/server.out" 2>&1 &
