@@ -110,10 +110,7 @@ void shunt_config_quote(char *out, size_t outsz, const char *s, size_t n)
 	out[o] = '\0';
 }
 
-/* "origin: message" into err (or just "message" without an origin). */
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t errlen, const char *origin,
-		const char *fmt, ...)
+int shunt_config_fail(char *err, size_t errlen, const char *origin, const char *fmt, ...)
 {
 	va_list ap;
 	char msg[SHUNT_ERR_MAX];
@@ -337,20 +334,20 @@ static int add_rule(struct shunt_config *c, const char *text, size_t n,
 
 	if (n >= sizeof(buf)) {
 		shunt_config_quote(q, sizeof(q), text, n);
-		return fail(err, errlen, origin,
+		return shunt_config_fail(err, errlen, origin,
 			    "rule: '%s' too long (at most %zu characters)", q,
 			    sizeof(buf) - 1);
 	}
 	if (memchr(text, '\0', n))
-		return fail(err, errlen, origin, "rule: NUL byte in rule");
+		return shunt_config_fail(err, errlen, origin, "rule: NUL byte in rule");
 	if (c->nrules >= SHUNT_MAX_RULES)
-		return fail(err, errlen, origin, "too many rules (at most %d)",
+		return shunt_config_fail(err, errlen, origin, "too many rules (at most %d)",
 			    SHUNT_MAX_RULES);
 	memcpy(buf, text, n);
 	buf[n] = '\0';
 	if (shunt_config_parse_rule(&c->rules[c->nrules], buf, msg,
 				    sizeof(msg)))
-		return fail(err, errlen, origin, "%s", msg);
+		return shunt_config_fail(err, errlen, origin, "%s", msg);
 	c->rules[c->nrules].line = line;
 	c->nrules++;
 	return 0;
@@ -383,7 +380,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 	k = find_key(key, kn);
 	if (k < 0) {
 		shunt_config_quote(q, sizeof(q), key, kn);
-		return fail(err, errlen, origin, "unknown key '%s'", q);
+		return shunt_config_fail(err, errlen, origin, "unknown key '%s'", q);
 	}
 	name = shunt_config_keys[k].name;
 	if (k == K_RULE)
@@ -392,7 +389,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 	if (vn && val[0] == '"') {
 		if (vn < 2 || val[vn - 1] != '"') {
 			shunt_config_quote(q, sizeof(q), val, vn);
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (unterminated quote)",
 				    q, name);
 		}
@@ -400,7 +397,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		vn -= 2;
 	}
 	if (memchr(val, '\0', vn))
-		return fail(err, errlen, origin, "NUL byte in value for %s",
+		return shunt_config_fail(err, errlen, origin, "NUL byte in value for %s",
 			    name);
 	shunt_config_quote(q, sizeof(q), val, vn);
 
@@ -413,7 +410,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 			 span_is(val, vn, "off") || span_is(val, vn, "0"))
 			c->enabled = 0;
 		else
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected yes|no|true|false|on|off|1|0)",
 				    q, name);
 		return 0;
@@ -428,7 +425,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		else if (span_is(val, vn, "debug"))
 			c->log_level = SHUNT_LOG_DEBUG;
 		else
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected error|warn|info|debug)",
 				    q, name);
 		return 0;
@@ -441,26 +438,26 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				i++;
 				continue;
 			}
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (only %%p and %%%% may follow %%)",
 				    q, name);
 		}
 		if (copy_path(c->log_file, val, vn))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected a path, at most %d characters)",
 				    q, name, PATH_MAX - 1);
 		return 0;
 
 	case K_RUNDIR:
 		if (copy_abs_path(c->rundir, val, vn))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
 		return 0;
 
 	case K_SHM_GROUP:
 		if (group_check(val, vn))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected a group name or a number below 4294967295, or \"\")",
 				    q, name);
 		memcpy(c->shm_group, val, vn);
@@ -469,7 +466,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_SPIN_US:
 		if (parse_u64(val, vn, MAX_SPIN_US, &x))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an integer 0..%u)",
 				    q, name, MAX_SPIN_US);
 		c->spin_us = (unsigned)x;
@@ -478,7 +475,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 	case K_RING_SIZE:
 		if (parse_size(val, vn, &x) || x < MIN_RING_SIZE ||
 		    x > MAX_RING_SIZE || (x & (x - 1)) != 0)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected a power of two 4096..1G, optional k/m/g suffix)",
 				    q, name);
 		c->ring_size = (size_t)x;
@@ -493,7 +490,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				break;
 		}
 		if (vn == 0 || i < vn || vn >= sizeof(c->fabric_provider))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected a provider name of [a-z0-9_;-], at most %zu characters)",
 				    q, name, sizeof(c->fabric_provider) - 1);
 		memcpy(c->fabric_provider, val, vn);
@@ -502,7 +499,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_AGENT_PORT:
 		if (parse_u64(val, vn, 65535, &x) || x == 0)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected a port 1..65535)",
 				    q, name);
 		c->agent_port = (uint16_t)x;
@@ -512,7 +509,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		enum shunt_transport t;
 
 		if (parse_transport(val, vn, &t))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected auto|shm|fabric|kernel)",
 				    q, name);
 		c->default_transport = t;
@@ -521,7 +518,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_OFFER_TIMEOUT_MS:
 		if (parse_u64(val, vn, MAX_OFFER_TIMEOUT_MS, &x) || x == 0)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an integer 1..%u)",
 				    q, name, MAX_OFFER_TIMEOUT_MS);
 		c->offer_timeout_ms = (unsigned)x;
@@ -537,7 +534,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 			    val[i] == ',')
 				break;
 		if (i < vn || (vn && vn < SHUNT_AGENT_SECRET_MIN) || vn > SHUNT_AGENT_SECRET_MAX)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value for %s (expected %d..%d printable characters, no space or comma)",
 				    name, SHUNT_AGENT_SECRET_MIN, SHUNT_AGENT_SECRET_MAX);
 		memcpy(c->agent_secret, val, vn);
@@ -548,7 +545,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_AGENT_SECRET_FILE:
 		if (copy_abs_path(c->agent_secret_file, val, vn))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
 		if (vn)
@@ -558,14 +555,14 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 	case K_COUNTERSIGN_KEY_FILE:
 		/* shuntd's alone: read by the agent, never by a shim. */
 		if (copy_abs_path(c->countersign_key_file, val, vn))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
 				    q, name);
 		return 0;
 
 	case K_AGENT_CACHE_S:
 		if (parse_u64(val, vn, MAX_AGENT_CACHE_S, &x))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an integer 0..%u)",
 				    q, name, MAX_AGENT_CACHE_S);
 		c->agent_cache_s = (unsigned)x;
@@ -573,7 +570,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_FABRIC_LOAD_WAIT_MS:
 		if (parse_u64(val, vn, MAX_FABRIC_LOAD_WAIT_MS, &x))
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an integer 0..%u)",
 				    q, name, MAX_FABRIC_LOAD_WAIT_MS);
 		c->fabric_load_wait_ms = (unsigned)x;
@@ -581,7 +578,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 
 	case K_AGENT_TIMEOUT_MS:
 		if (parse_u64(val, vn, MAX_AGENT_TIMEOUT_MS, &x) || x == 0)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an integer 1..%u)",
 				    q, name, MAX_AGENT_TIMEOUT_MS);
 		c->agent_timeout_ms = (unsigned)x;
@@ -591,7 +588,7 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 	case K_COUNT:
 		break;
 	}
-	return fail(err, errlen, origin, "internal error for key %s", name);
+	return shunt_config_fail(err, errlen, origin, "internal error for key %s", name);
 }
 
 /* Who is told which source set a key (shunt_config_load_traced). */
@@ -631,7 +628,7 @@ int shunt_config_set(struct shunt_config *c, const char *key,
 	if (err && errlen)
 		err[0] = '\0';
 	if (!c || !key)
-		return fail(err, errlen, origin, "no key");
+		return shunt_config_fail(err, errlen, origin, "no key");
 	if (!value)
 		value = "";
 	return set_span(c, NULL, key, strlen(key), value, strlen(value), 0, origin,
@@ -698,7 +695,7 @@ static int parse_line(struct shunt_config *c, const struct tracer *tr, const cha
 	n = strip_comment(s, n, 0);
 	s = trim(s, &n);
 	shunt_config_quote(q, sizeof(q), s, n);
-	return fail(err, errlen, origin,
+	return shunt_config_fail(err, errlen, origin,
 		    "expected 'key = value' or a rule, got '%s'", q);
 }
 
@@ -714,10 +711,10 @@ static int parse_text(struct shunt_config *c, const struct tracer *tr, const cha
 	if (!name)
 		name = "(config)";
 	if (!c)
-		return fail(err, errlen, name, "no configuration");
+		return shunt_config_fail(err, errlen, name, "no configuration");
 	if (!text) {
 		if (len)
-			return fail(err, errlen, name, "no text");
+			return shunt_config_fail(err, errlen, name, "no text");
 		return 0;
 	}
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
@@ -732,17 +729,17 @@ static int parse_text(struct shunt_config *c, const struct tracer *tr, const cha
 		line++;
 		snprintf(origin, sizeof(origin), "%s:%u", name, line);
 		if (n > LINE_MAX_CHARS)
-			return fail(err, errlen, origin,
+			return shunt_config_fail(err, errlen, origin,
 				    "line too long (more than %d characters)",
 				    LINE_MAX_CHARS);
 		for (i = 0; i < n; i++) {
 			unsigned char ch = (unsigned char)s[i];
 
 			if (ch == 0)
-				return fail(err, errlen, origin,
+				return shunt_config_fail(err, errlen, origin,
 					    "NUL byte in line");
 			if ((ch < 0x20 && ch != '\t' && ch != '\r') || ch == 0x7f)
-				return fail(err, errlen, origin,
+				return shunt_config_fail(err, errlen, origin,
 					    "control character 0x%02x in line",
 					    ch);
 		}
@@ -773,7 +770,7 @@ static int parse_file(struct shunt_config *c, const struct tracer *tr, const cha
 		err[0] = '\0';
 	if (!path || !*path) {
 		if (required)
-			return fail(err, errlen, NULL, "empty config file name");
+			return shunt_config_fail(err, errlen, NULL, "empty config file name");
 		return 0;
 	}
 	f = fopen(path, "re");
@@ -781,12 +778,12 @@ static int parse_file(struct shunt_config *c, const struct tracer *tr, const cha
 		e = errno;
 		if (e == ENOENT && !required)
 			return 0;
-		return fail(err, errlen, path, "cannot read: %s",
+		return shunt_config_fail(err, errlen, path, "cannot read: %s",
 			    strerror_r(e, ebuf, sizeof(ebuf)));
 	}
 	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
 		fclose(f);
-		return fail(err, errlen, path, "cannot read: %s",
+		return shunt_config_fail(err, errlen, path, "cannot read: %s",
 			    strerror_r(EISDIR, ebuf, sizeof(ebuf)));
 	}
 	/* grow the buffer as needed, up to one byte past the cap */
@@ -808,7 +805,7 @@ static int parse_file(struct shunt_config *c, const struct tracer *tr, const cha
 			if (!nbuf) {
 				fclose(f);
 				free(buf);
-				return fail(err, errlen, path, "cannot read: %s",
+				return shunt_config_fail(err, errlen, path, "cannot read: %s",
 					    strerror_r(ENOMEM, ebuf, sizeof(ebuf)));
 			}
 			buf = nbuf;
@@ -822,7 +819,7 @@ static int parse_file(struct shunt_config *c, const struct tracer *tr, const cha
 			if (ferror(f)) {
 				fclose(f);
 				free(buf);
-				return fail(err, errlen, path, "cannot read: %s",
+				return shunt_config_fail(err, errlen, path, "cannot read: %s",
 					    strerror_r(e ? e : EIO, ebuf,
 						       sizeof(ebuf)));
 			}
@@ -832,7 +829,7 @@ static int parse_file(struct shunt_config *c, const struct tracer *tr, const cha
 	fclose(f);
 	if (n > FILE_MAX_BYTES) {
 		free(buf);
-		return fail(err, errlen, path, "file too large (more than %d bytes)",
+		return shunt_config_fail(err, errlen, path, "file too large (more than %d bytes)",
 			    FILE_MAX_BYTES);
 	}
 	rc = parse_text(c, tr, path, buf, n, err, errlen);
@@ -876,7 +873,7 @@ static int parse_options(struct shunt_config *c, const struct tracer *tr, const 
 			eq = memchr(s, '=', n);
 			if (!eq || eq == s) {
 				shunt_config_quote(q, sizeof(q), s, n);
-				return fail(err, errlen, NULL,
+				return shunt_config_fail(err, errlen, NULL,
 					    "SHUNT_OPTIONS: item %u '%s': expected key=value",
 					    item, q);
 			}
@@ -944,7 +941,7 @@ static int load(struct shunt_config *c, const char *(*getenv_fn)(const char *nam
 	if (err && errlen)
 		err[0] = '\0';
 	if (!c)
-		return fail(err, errlen, NULL, "no configuration");
+		return shunt_config_fail(err, errlen, NULL, "no configuration");
 	if (!getenv_fn)
 		getenv_fn = real_getenv;
 	shunt_config_defaults(c);

@@ -10,6 +10,10 @@ struct shunt_config;
 
 /* s[0..n) made fit to quote in an error message. */
 void shunt_config_quote(char *out, size_t outsz, const char *s, size_t n);
+/* "origin: message" into err (or just "message" without an origin), the
+ * message formatted from fmt; -1, what a parser returns with it. */
+__attribute__((format(printf, 4, 5)))
+int shunt_config_fail(char *err, size_t errlen, const char *origin, const char *fmt, ...);
 
 /* The settings, in the order they are documented and shown. */
 enum key_id {

@@ -26,7 +26,6 @@
 #include <arpa/inet.h>
 #include <fnmatch.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -42,22 +41,6 @@ static int is_ws(char ch)
 static int is_digit(char ch)
 {
 	return ch >= '0' && ch <= '9';
-}
-
-
-__attribute__((format(printf, 3, 4)))
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	char msg[SHUNT_ERR_MAX];
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-		snprintf(err, errlen, "rule: %s", msg);
-	}
-	return -1;
 }
 
 /* Strict unsigned decimal of s[0..n): digits only, value <= max. */
@@ -103,7 +86,7 @@ static int parse_ports(struct shunt_rule *r, const char *s, size_t n,
 			      &hi) == 0 && lo >= 1 && hi >= 1) {
 		if (lo > hi) {
 			shunt_config_quote(q, sizeof(q), s, n);
-			return fail(err, errlen,
+			return shunt_config_fail(err, errlen, "rule",
 				    "bad port range '%s' (low port above high port)",
 				    q);
 		}
@@ -112,7 +95,7 @@ static int parse_ports(struct shunt_rule *r, const char *s, size_t n,
 		return 0;
 	}
 	shunt_config_quote(q, sizeof(q), s, n);
-	return fail(err, errlen,
+	return shunt_config_fail(err, errlen, "rule",
 		    "bad port '%s' (expected 1..65535, LO-HI or *)", q);
 }
 
@@ -126,7 +109,7 @@ static int parse_prefix(struct shunt_rule *r, const char *s, size_t n,
 
 	if (n < 2 || n > 4 || parse_uint(s + 1, n - 1, max, &v) != 0) {
 		shunt_config_quote(q, sizeof(q), s, n);
-		return fail(err, errlen,
+		return shunt_config_fail(err, errlen, "rule",
 			    "bad prefix '%s' for %s address (expected 0..%u)",
 			    q, r->family == AF_INET ? "IPv4" : "IPv6", max);
 	}
@@ -148,7 +131,7 @@ static int parse_ip(struct shunt_rule *r, const char *a, size_t n,
 			return 0;
 	}
 	shunt_config_quote(q, sizeof(q), a, n);
-	return fail(err, errlen, "bad %s address '%s'",
+	return shunt_config_fail(err, errlen, "rule", "bad %s address '%s'",
 		    r->family == AF_INET ? "IPv4" : "IPv6", q);
 }
 
@@ -182,7 +165,7 @@ static int check_host_bits(const struct shunt_rule *r, const char *spec,
 	shunt_config_quote(q, sizeof(q), spec, n);
 	if (!inet_ntop(r->family, net, txt, sizeof(txt)))
 		txt[0] = '\0';
-	return fail(err, errlen,
+	return shunt_config_fail(err, errlen, "rule",
 		    "host bits set in '%s' (the network is %s/%u)",
 		    q, txt, r->prefix);
 }
@@ -219,7 +202,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 
 	if (n >= ADDR_TOKEN_MAX) {
 		shunt_config_quote(q, sizeof(q), s, n);
-		return fail(err, errlen, "bad address '%s' (too long)", q);
+		return shunt_config_fail(err, errlen, "rule", "bad address '%s' (too long)", q);
 	}
 
 	if (s[0] == '*') {
@@ -228,7 +211,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 		if (s[1] == ':')
 			return parse_ports(r, s + 2, n - 2, err, errlen);
 		shunt_config_quote(q, sizeof(q), s, n);
-		return fail(err, errlen,
+		return shunt_config_fail(err, errlen, "rule",
 			    "bad address '%s' (expected * or *:PORTS)", q);
 	}
 
@@ -240,7 +223,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 
 		if (!close) {
 			shunt_config_quote(q, sizeof(q), s, n);
-			return fail(err, errlen, "bad address '%s' (missing ']')",
+			return shunt_config_fail(err, errlen, "rule", "bad address '%s' (missing ']')",
 				    q);
 		}
 		inlen = (size_t)(close - in);
@@ -264,7 +247,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 				pe = end;
 			if (have_prefix) {
 				shunt_config_quote(q, sizeof(q), s, n);
-				return fail(err, errlen,
+				return shunt_config_fail(err, errlen, "rule",
 					    "bad address '%s' (two prefixes)", q);
 			}
 			if (parse_prefix(r, p, (size_t)(pe - p), err, errlen))
@@ -276,7 +259,7 @@ static int parse_addrspec(struct shunt_rule *r, const char *s, size_t n,
 		if (p < end) {
 			if (*p != ':') {
 				shunt_config_quote(q, sizeof(q), s, n);
-				return fail(err, errlen,
+				return shunt_config_fail(err, errlen, "rule",
 					    "bad address '%s' (expected ':PORTS' after ']')",
 					    q);
 			}
@@ -351,7 +334,7 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 	if (err && errlen)
 		err[0] = '\0';
 	if (!r)
-		return fail(err, errlen, "no rule");
+		return shunt_config_fail(err, errlen, "rule", "no rule");
 	memset(r, 0, sizeof(*r));
 	if (!text)
 		text = p = "";
@@ -378,7 +361,7 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 			break;
 	}
 	if (ntok == 0)
-		return fail(err, errlen, "empty rule (expected '%s')", usage);
+		return shunt_config_fail(err, errlen, "rule", "empty rule (expected '%s')", usage);
 
 	if (word_is(tok[0], len[0], "auto"))
 		r->transport = SHUNT_TP_AUTO;
@@ -390,17 +373,17 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 		r->transport = SHUNT_TP_KERNEL;
 	else {
 		shunt_config_quote(q, sizeof(q), tok[0], len[0]);
-		return fail(err, errlen,
+		return shunt_config_fail(err, errlen, "rule",
 			    "bad transport '%s' (expected shm|fabric|auto|kernel)",
 			    q);
 	}
 	if (ntok < 4)
-		return fail(err, errlen, "missing %s (expected '%s')",
+		return shunt_config_fail(err, errlen, "rule", "missing %s (expected '%s')",
 			    ntok == 1 ? "role" : ntok == 2 ? "program" : "address",
 			    usage);
 	if (ntok > 4) {
 		shunt_config_quote(q, sizeof(q), tok[4], len[4]);
-		return fail(err, errlen,
+		return shunt_config_fail(err, errlen, "rule",
 			    "unexpected '%s' after the address (expected '%s')",
 			    q, usage);
 	}
@@ -413,13 +396,13 @@ int shunt_config_parse_rule(struct shunt_rule *r, const char *text,
 		r->role = SHUNT_ROLE_SERVER;
 	else {
 		shunt_config_quote(q, sizeof(q), tok[1], len[1]);
-		return fail(err, errlen, "bad role '%s' (expected client|server|*)",
+		return shunt_config_fail(err, errlen, "rule", "bad role '%s' (expected client|server|*)",
 			    q);
 	}
 
 	if (len[2] >= SHUNT_PROG_GLOB_MAX) {
 		shunt_config_quote(q, sizeof(q), tok[2], len[2]);
-		return fail(err, errlen,
+		return shunt_config_fail(err, errlen, "rule",
 			    "program pattern '%s' too long (at most %d characters)",
 			    q, SHUNT_PROG_GLOB_MAX - 1);
 	}

@@ -34,252 +34,17 @@
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 
-#define CHUNK ((uint64_t)256 << 10)
-
 static inline int state_of(struct fab_conn *c)
 {
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 }
 
-static uint64_t remote(struct fab_conn *c, uint64_t off)
+/* Start demoting (lock held).  The application may not call again soon:
+ * the exchange must not wait for it, the watcher moves it. */
+static void begin_watched(struct fab_conn *c, int why)
 {
-	return c->peer_addr + off;
-}
-
-/* ---- posting and completions (lock held) ---------------------------------- */
-
-/* Threads share the CQ: one that reads it may take the event another one
- * sleeps for.  Pairs with the fence in fab_arm(): either the sleeper sees
- * what we read, or we see it counted and wake it. */
-void fab_kick(struct fab_conn *c, int role)
-{
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->waiters[role], __ATOMIC_RELAXED) && c->kick[role] >= 0) {
-		uint64_t one = 1;
-		if (REAL(write)(c->kick[role], &one, sizeof one) < 0) {
-			/* full counter: a wakeup is pending anyway */
-		}
-	}
-}
-
-/* Read the CQ (lock held): 1 if anything moved.  full: on to -FI_EAGAIN, so the provider's progress runs
- * once more after the last entry (what the control paths want: everything
- * the provider can show now).  Otherwise stop at a short read: see below. */
-static int cq_read(struct fab_conn *c, int full)
-{
-	struct fi_cq_data_entry ent[16];
-	int moved = 0;
-	if (!c->cq || c->dead)
-		return 0;
-	int err_seen = 0;
-	c->cq_fresh = 0;
-	for (;;) {
-		ssize_t n = fi_cq_read(c->cq, ent, 16);
-		if (n == -FI_EAGAIN) {
-			c->cq_fresh = !err_seen;
-			if (err_seen && !c->peer_closed) {
-				if (!c->failed)
-					SHUNT_DEBUG("fabric: fd=%d completion error: %s", c->base.fd,
-						    fi_strerror(err_seen));
-				c->failed = 2;
-				fab_kick(c, FAB_RX);
-				fab_kick(c, FAB_TX);
-			}
-			return moved;
-		}
-		if (n == -FI_EAVAIL) {
-			/* libfabric reports errors ahead of the entries queued
-			 * before them: read on, then judge (a peer's CLOSE
-			 * may be among them, and then its endpoint going away
-			 * under our credits in flight is harmless). */
-			struct fi_cq_err_entry err = {0};
-			if (fi_cq_readerr(c->cq, &err, 0) <= 0) {
-				c->failed = 2;
-				return 1;
-			}
-			if (!(err.flags & FI_REMOTE_WRITE) && c->tx_inflight)
-				c->tx_inflight--;
-			if (!err_seen)
-				err_seen = err.err ? err.err : FI_EIO;
-			moved = 1;
-			continue;
-		}
-		if (n < 0) {
-			c->failed = 2;
-			return 1;
-		}
-		int rx_moved = 0, tx_moved = 0;
-		for (ssize_t i = 0; i < n; i++) {
-			moved = 1;
-			if (!(ent[i].flags & FI_REMOTE_CQ_DATA)) {
-				if (c->tx_inflight)
-					c->tx_inflight--;
-				tx_moved = 1; /* a post that found the queue full may go */
-				continue;
-			}
-			if (fab_imm_type(ent[i].data) == FAB_IMM_CREDIT)
-				tx_moved = 1;
-			else
-				rx_moved = tx_moved = 1; /* data, or the state */
-			if (c->rx_cq_data)
-				fi_recv(c->ep, c->buf + 2 * c->ring, 0, c->desc, 0, NULL);
-			c->peer_ready = 1;
-			uint32_t v = fab_imm_pos(ent[i].data);
-			switch (fab_imm_type(ent[i].data)) {
-			case FAB_IMM_DATA: {
-				uint64_t p = fab_pos_recon(c->rx_arrived, v);
-				if (fab_data_pos_ok(p, c->rx_consumed, c->ring))
-					c->rx_arrived = p;
-				break;
-			}
-			case FAB_IMM_CREDIT: {
-				uint64_t p = fab_pos_recon(c->tx_acked, v);
-				if (fab_peer_pos_ok(p, c->tx_acked, c->tx_posted))
-					c->tx_acked = p;
-				break;
-			}
-			case FAB_IMM_SHUT:
-			case FAB_IMM_CLOSE:
-				c->peer_shut = 1;
-				c->peer_shut_at = fab_pos_recon(c->rx_consumed, v);
-				if (fab_imm_type(ent[i].data) == FAB_IMM_CLOSE)
-					c->peer_closed = 1;
-				break;
-			case FAB_IMM_DEMOTE: {
-				uint64_t p = fab_pos_recon(c->tx_acked, v);
-				if (fab_peer_pos_ok(p, c->tx_acked, c->tx_posted)) {
-					c->peer_demote = p;
-					c->got_demote = 1;
-				} else {
-					c->failed = 2; /* a position we never sent */
-				}
-				break;
-			}
-			}
-		}
-		/* After the positions moved, not before: a woken sleeper
-		 * must find them. */
-		if (rx_moved)
-			fab_kick(c, FAB_RX);
-		if (tx_moved)
-			fab_kick(c, FAB_TX);
-		/* A short read emptied the CQ: in the data path another read
-		 * would only run the provider's progress again (a system call
-		 * with the tcp provider) between the data and the
-		 * application; the next look does that.  After an error, read
-		 * on to the end before judging it (above). */
-		if (!full && n < 16 && !err_seen) {
-			c->cq_fresh = 1;
-			return moved;
-		}
-	}
-}
-
-int fab_cq_drain_locked(struct fab_conn *c)
-{
-	return cq_read(c, 1);
-}
-
-/* A zero-byte write carrying only CQ data.  -1 when it cannot be posted.
- * CLOSE and DEMOTE complete only once the peer has taken them in (and so,
- * in order, everything before them): after them this end may close the
- * endpoint, and a provider socket closed with unread input resets, which
- * would drop at the peer whatever it had not read yet. */
-int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
-{
-	struct iovec iov = {c->buf + 2 * c->ring, 0};
-	struct fi_rma_iov rma = {remote(c, 0), 0, c->peer_key};
-	struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &c->desc, .iov_count = 1,
-				 .addr = FI_ADDR_UNSPEC, .rma_iov = &rma, .rma_iov_count = 1,
-				 .data = fab_imm_make(t, pos)};
-	uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
-	if (c->dead)
-		return -1;
-	if (t == FAB_IMM_CLOSE || t == FAB_IMM_DEMOTE)
-		flags |= FI_DELIVERY_COMPLETE;
-	for (int tries = 0; tries < 100000; tries++) {
-		if (c->tx_inflight < c->tx_depth + 8 && c->peer_ready) {
-			ssize_t r = fi_writemsg(c->ep, &msg, flags);
-			if (r == 0) {
-				c->tx_inflight++;
-				return 0;
-			}
-			if (r != -FI_EAGAIN) {
-				c->failed = 2;
-				return -1;
-			}
-		}
-		fab_cq_drain_locked(c);
-		if (c->failed == 2)
-			return -1;
-	}
-	return -1;
-}
-
-static void maybe_credit(struct fab_conn *c)
-{
-	if (state_of(c) != FAB_UP || c->sent_demote || c->failed || !c->peer_ready)
-		return;
-	if (!fab_credit_due(c->rx_consumed, c->rx_credited, c->ring))
-		return;
-	if (c->tx_inflight < c->tx_depth + 8) {
-		ssize_t r = fi_writedata(c->ep, c->buf + 2 * c->ring, 0, c->desc,
-					 fab_imm_make(FAB_IMM_CREDIT, c->rx_consumed), FI_ADDR_UNSPEC, remote(c, 0),
-					 c->peer_key, NULL);
-		if (r == 0) {
-			c->tx_inflight++;
-			c->rx_credited = c->rx_consumed;
-		} else if (r != -FI_EAGAIN) {
-			c->failed = 2;
-		}
-	}
-}
-
-void fab_flush(struct fab_conn *c)
-{
-	/* The server writes only once the client's first message shows the
-	 * client's endpoint up: a write racing the client's own FI_CONNECTED
-	 * could find it still accepting. */
-	if (state_of(c) != FAB_UP || c->sent_demote || c->got_demote || c->failed ||
-	    !c->peer_ready)
-		return;
-	while (c->tx_posted < c->tx_head && c->tx_inflight < c->tx_depth) {
-		uint64_t off = c->tx_posted & (c->ring - 1);
-		uint64_t n = c->tx_head - c->tx_posted;
-		if (n > c->ring - off)
-			n = c->ring - off;
-		if (n > CHUNK)
-			n = CHUNK;
-		if (c->fail_after && c->tx_posted + n > c->fail_after) {
-			/* Test knob: the provider "fails" here.  Post up to the
-			 * limit, then take the error path. */
-			n = c->fail_after > c->tx_posted ? c->fail_after - c->tx_posted : 0;
-			if (!n) {
-				c->failed = 1;
-				/* ...or the endpoint is gone both ways: nothing
-				 * more in or out, not even DEMOTE. */
-				c->dead = c->fail_dead;
-				return;
-			}
-		}
-		uint64_t end = c->tx_posted + n;
-		ssize_t r = fi_writedata(c->ep, c->buf + off, n, c->desc,
-					 fab_imm_make(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
-					 NULL);
-		if (r == -FI_EAGAIN) {
-			fab_cq_drain_locked(c);
-			continue;
-		}
-		if (r != 0) {
-			c->failed = 1; /* posting failed: the endpoint still works */
-			return;
-		}
-		c->tx_posted = end;
-		c->tx_inflight++;
-	}
-	if (c->shut_wr == 1 && c->tx_posted == c->tx_head &&
-	    fab_post_imm(c, FAB_IMM_SHUT, c->tx_head) == 0)
-		c->shut_wr = 2;
+	if (fab_demote_begin(c, why))
+		fab_watch_demoting(c);
 }
 
 /* Anything that makes this end leave the fabric now (lock held).  1 when
@@ -310,18 +75,18 @@ static int advance(struct fab_conn *c)
 	if (__atomic_load_n(&c->relay_hint, __ATOMIC_RELAXED) &&
 	    __atomic_exchange_n(&c->relay_hint, 0, __ATOMIC_ACQ_REL))
 		fab_relay_check(c); /* the watcher saw the peer's position filed */
-	cq_read(c, 0);
+	fab_cq_read_locked(c);
 	if (c->got_demote || c->failed) {
-		fab_demote_begin(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
+		begin_watched(c, c->got_demote ? SHUNT_R_PEER_DEMOTED : SHUNT_R_PROVIDER_ERROR);
 		fab_demote_step(c);
 		fab_send_fin(c);
 		return 1;
 	}
 	fab_flush(c);
 	/* A credit that found the send queue full goes now. */
-	maybe_credit(c);
+	fab_credit_locked(c);
 	if (c->failed) {
-		fab_demote_begin(c, SHUNT_R_PROVIDER_ERROR);
+		begin_watched(c, SHUNT_R_PROVIDER_ERROR);
 		fab_demote_step(c);
 		fab_send_fin(c);
 		return 1;
@@ -403,7 +168,7 @@ ssize_t fab_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 			if (!peek) {
 				c->rx_consumed += n;
 				c->base.bytes_in += n;
-				maybe_credit(c);
+				fab_credit_locked(c);
 			}
 		}
 		int eof = st == FAB_UP && !n && c->peer_shut && c->rx_consumed >= c->peer_shut_at;

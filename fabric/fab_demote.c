@@ -210,10 +210,10 @@ int fab_relay_check(struct fab_conn *c)
 	return 1;
 }
 
-void fab_demote_begin(struct fab_conn *c, int why)
+int fab_demote_begin(struct fab_conn *c, int why)
 {
 	if (state_of(c) != FAB_UP)
-		return;
+		return 0;
 	if (!c->why)
 		c->why = why ? why : SHUNT_R_PEER_DEMOTED;
 	SHUNT_DEBUG("fabric: fd=%d leaving the fabric: why=%s failed=%d peer demoted=%d",
@@ -224,7 +224,7 @@ void fab_demote_begin(struct fab_conn *c, int why)
 		 * exchange, nobody reads what we would replay. */
 		c->rx_limit = c->rx_arrived;
 		__atomic_store_n(&c->state, FAB_DEMOTED, __ATOMIC_RELEASE);
-		return;
+		return 0;
 	}
 	/* Freeze at what the application has consumed: the peer replays the
 	 * rest (it still holds it: its credits never run ahead of our
@@ -239,9 +239,7 @@ void fab_demote_begin(struct fab_conn *c, int why)
 	if (c->failed != 2 && fab_post_imm(c, FAB_IMM_DEMOTE, c->rx_limit) == 0)
 		c->sent_demote = 2;
 	__atomic_store_n(&c->state, FAB_DEMOTING, __ATOMIC_RELEASE);
-	/* The application may not call again soon: the exchange must not
-	 * wait for it. */
-	fab_watch_demoting(c);
+	return 1;
 }
 
 int fab_demote_step(struct fab_conn *c)

@@ -1,17 +1,22 @@
 /* Internals shared by the files of the fabric transport.
  *
- *   fab_prov.c   libfabric: provider choice, fabric/domain, the process's
- *                passive endpoints and the thread that answers them
- *   fab_conn.c   the connection object: buffers, CQ, EQ, endpoint, close
- *   fab_offer.c  rendezvous: offer, connect back, decline
- *   fab_data.c   data path: rings, RMA writes, credits, waits, readiness
- *   fab_demote.c demoting: the DEMOTE exchange, the replay over TCP
- *   fab_watch.c  the thread that moves connections the application is
- *                not looking at
- *   fab_lib.c    libfabric itself, loaded by the first connection needing it
- *   fab_start.c  libfabric's start-up, on a thread of its own
- *   fab_rdv.c    the agent's client: offers, filed offers, relayed positions
- *   fab_wire.c   what the peer sees: CQ data, connection data */
+ * A one-way stack (fabric/layers.txt, checked by the build), the top first:
+ *   fab_offer.c   rendezvous: offer, connect back, decline; the tables
+ *   fab_data.c    data path: reads, writes, waits, readiness
+ *   fab_watch.c   the thread that moves connections the application is
+ *                 not looking at
+ *   fab_life.c    a connection's close, fork, free and exit
+ *   fab_demote.c  demoting: the DEMOTE exchange, the replay over TCP
+ *   fab_post.c    posting to the endpoint (RMA writes, credits, CQ data)
+ *                 and reading its completions
+ *   fab_conn.c    the connection object: buffers, CQ, EQ, endpoint
+ *   fab_pending.c client offers waiting for their connect-back
+ *   fab_prov.c    libfabric: provider choice, fabric/domain, the process's
+ *                 passive endpoints and the thread that answers them
+ *   fab_start.c   libfabric's start-up, on a thread of its own
+ *   fab_rdv.c     the agent's client: offers, filed offers, relayed positions
+ *   fab_lib.c     libfabric itself, loaded by the first connection needing it
+ *   fab_wire.c    what the peer sees: CQ data, connection data */
 #ifndef FAB_INTERNAL_H
 #define FAB_INTERNAL_H
 
@@ -122,22 +127,31 @@ struct fab_conn {
 	struct fab_conn *next;    /* in the offer table */
 };
 
-/* The connection ops of a fabric end (fab_conn.c). */
-extern const struct shunt_conn_ops fab_conn_ops;
-extern const struct shunt_conn_data_ops fab_data_ops; /* fab_data.c */
+/* The tables of a fabric end: its life (fab_life.c), data and waits
+ * (fab_data.c), and all three with the transport (fab_offer.c). */
+extern const struct shunt_conn_life_ops fab_life_ops;
+extern const struct shunt_conn_data_ops fab_data_ops;
 extern const struct shunt_conn_wait_ops fab_wait_ops;
+extern const struct shunt_conn_ops fab_conn_ops;
 
 /* ---- fab_start.c: libfabric's start-up ------------------------------------- */
 
 #define FAB_WAIT_FOREVER (~0u)
 
-/* libfabric and the process's domain for provider prov, started on a
- * thread of shunt's own by the first call: SHUNT_R_NONE once up,
+/* libfabric's start-up for provider prov, run by up(prov) (1: up) on a
+ * thread of shunt's own, started by the first call: SHUNT_R_NONE once up,
  * SHUNT_R_PROVIDER_LOADING while it is starting (after waiting up to
  * wait_ms for it), SHUNT_R_PROVIDER_ERROR when it cannot start. */
-enum shunt_reason fab_start(const char *prov, unsigned wait_ms);
+enum shunt_reason fab_start_on_thread(const char *prov, unsigned wait_ms,
+				      int (*up)(const char *prov));
+/* A detached thread of shunt's own, with every signal blocked. */
+int fab_thread_start(void *(*fn)(void *));
 
 /* ---- fab_prov.c ----------------------------------------------------------- */
+
+/* libfabric and the process's domain for provider prov, started on its
+ * thread (fab_start_on_thread). */
+enum shunt_reason fab_start(const char *prov, unsigned wait_ms);
 
 /* Whether this process could take a fabric offer at all: a provider is
  * named, or (auto) an RDMA device exists.  No system call after the first;
@@ -152,9 +166,11 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 /* The process's fabric and domain for provider name; NULL if unusable. */
 struct fid_domain *fab_domain(const char *prov, struct fid_fabric **fabric);
 /* The process's passive endpoint on source address src (listening, its
- * requests answered by a thread); its address into o. */
+ * requests answered by a thread, with answer: fab_offer_answer); its
+ * address into o. */
 int fab_pep_addr(const char *prov, const struct sockaddr *src, socklen_t slen,
-		 struct agent_offer *o);
+		 struct agent_offer *o,
+		 int (*answer)(struct fid_domain *, struct fi_eq_cm_entry *, size_t));
 /* An endpoint description to reach a peer's passive endpoint. */
 struct fi_info *fab_info_for_peer(const struct agent_offer *o);
 /* Registered memory for a connection: len bytes, desc and key. */
@@ -171,13 +187,12 @@ struct fid_domain *fab_domain_of_process(void);
 void fab_on_listen(int fd);
 /* The process owning the fabric objects (a forked child does not). */
 int fab_is_owner(pid_t pid);
-/* A detached thread of shunt's own, with every signal blocked. */
-int fab_thread_start(void *(*fn)(void *));
 
 /* ---- fab_conn.c: the object ------------------------------------------------ */
 
-/* A connection object (client: 1 for the client end), or NULL. */
-struct fab_conn *fab_conn_new(int client);
+/* A connection object with ops (fab_conn_ops; client: 1 for the client
+ * end), or NULL. */
+struct fab_conn *fab_conn_new(const struct shunt_conn_ops *ops, int client);
 /* Close its fabric objects, keep or drop its buffer, recycle it. */
 void fab_conn_release(struct fab_conn *c);
 /* Rings (registered, kept across connections when possible), CQ, eventfds:
@@ -193,33 +208,54 @@ void fab_reset_tcp(struct fab_conn *c);
 /* One xchg lock over a connection's endpoint and positions. */
 void fab_lock(struct fab_conn *c);
 void fab_unlock(struct fab_conn *c);
-/* exit(): say goodbye to every connection this process owns. */
-void fab_at_exit(void);
 
-/* ---- fab_offer.c: rendezvous ------------------------------------------------ */
+/* ---- fab_pending.c: offers waiting for their connect-back ------------------ */
 
 /* Offers waiting for their connect-back, by id. */
 void fab_offer_add(struct fab_conn *c);
 void fab_offer_del(struct fab_conn *c);
-/* The passive thread: a connection request arrived (e, with len bytes of
- * connection data); take it (1, the connection's endpoint is then up) or
- * refuse it (0): it must name an offer of ours, be made with its key and
- * come from the server's address. */
-int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
+/* The passive thread: the offer req names (NULL, with *why, when none
+ * matches: its id, key, ring and the server's address), taken out of the
+ * table; *won when one CAS moved it from OFFERED to ACCEPTING (DECLINED
+ * for a declining request), and then held by a reference. */
+struct fab_conn *fab_offer_claim(const struct fab_cm_req *req, const struct fi_info *info,
+				 const char **why, int *won);
 /* Wait while the passive thread owns c (between its CAS and its answer). */
 void fab_wait_accepting(struct fab_conn *c);
 
-/* ---- fab_data.c: the data path ---------------------------------------------- */
+/* ---- fab_post.c: posting and completions ------------------------------------ */
 
 /* Read the CQ to its end (lock held): 1 if anything moved. */
 int fab_cq_drain_locked(struct fab_conn *c);
+/* The same in the data path: up to a short read, which emptied it (the
+ * provider's progress runs again at the next look, not now). */
+int fab_cq_read_locked(struct fab_conn *c);
 /* Post what the application staged (lock held). */
 void fab_flush(struct fab_conn *c);
 /* A zero-byte write carrying only CQ data (lock held); -1 when it cannot be
  * posted. */
 int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos);
+/* Return the consumed position to the peer when a credit is due (lock
+ * held). */
+void fab_credit_locked(struct fab_conn *c);
 /* Wake this end's sleepers of a role (FAB_RX, FAB_TX) if there are any. */
 void fab_kick(struct fab_conn *c, int role);
+
+/* ---- fab_life.c: close, fork, exit ----------------------------------------- */
+
+/* exit(): say goodbye to every connection of t (the fabric transport,
+ * fab_offer.c) this process owns. */
+void fab_at_exit(const struct shunt_transport_ops *t);
+
+/* ---- fab_offer.c: rendezvous ------------------------------------------------ */
+
+/* The passive thread: a connection request arrived (e, with len bytes of
+ * connection data); take it (1, the connection's endpoint is then up) or
+ * refuse it (0): it must name an offer of ours, be made with its key and
+ * come from the server's address. */
+int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len);
+
+/* ---- fab_data.c: the data path ---------------------------------------------- */
 
 ssize_t fab_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
 ssize_t fab_sendmsg(struct shunt_conn *c, const struct msghdr *m, int flags);
@@ -235,8 +271,10 @@ uint64_t fab_progress(struct shunt_conn *c);
 /* The demote op: leave the fabric now (exec, fork, fdopen...); unread bytes
  * nobody can replay go to a spill. */
 void fab_demote(struct shunt_conn *c, enum shunt_reason why);
-/* Start demoting (UP -> DEMOTING, or DEMOTED when the peer has closed). */
-void fab_demote_begin(struct fab_conn *c, int why);
+/* Start demoting (UP -> DEMOTING, or DEMOTED when the peer has closed):
+ * 1 when an exchange began, which the watcher then moves while the
+ * application does not (fab_watch_demoting). */
+int fab_demote_begin(struct fab_conn *c, int why);
 /* One step of the exchange, never waiting: 1 when the state moved. */
 int fab_demote_step(struct fab_conn *c);
 /* Demote now: the DEMOTE exchange and the replay to their end (lock held).

@@ -45,71 +45,6 @@
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_transport.h"
 
-/* ---- offers waiting for their connect-back ------------------------------ */
-
-static struct fab_conn *offers;
-static pthread_mutex_t offers_mu = PTHREAD_MUTEX_INITIALIZER;
-SHUNT_FORK_MUTEX(offers_mu, SHUNT_RANK_FAB_OFFERS)
-
-void fab_offer_add(struct fab_conn *c)
-{
-	pthread_mutex_lock(&offers_mu);
-	c->next = offers;
-	offers = c;
-	pthread_mutex_unlock(&offers_mu);
-}
-
-/* 1 when the request came from the address the client connected to: the
- * server's (its endpoint is bound there, see fab_accept).  Someone who
- * learnt an offer's key could still not use it from elsewhere. */
-static int from_server(const struct fab_conn *c, const struct fi_info *info)
-{
-	uint8_t want[16], got[16];
-	uint16_t port;
-	if (!info || !info->dest_addr ||
-	    (info->addr_format != FI_SOCKADDR_IN && info->addr_format != FI_SOCKADDR_IN6 &&
-	     info->addr_format != FI_SOCKADDR))
-		return 0;
-	return shunt_addr16((const struct sockaddr *)&c->peer_sa, want, &port) == 0 &&
-	       shunt_addr16(info->dest_addr, got, &port) == 0 && !memcmp(want, got, 16);
-}
-
-/* The offer a request is for: it names its id, is made with its key, for
- * its ring, from the server's address.  Taken out of the table only then,
- * so a request that fails any of it (forged, replayed, a stranger's) leaves
- * the offer to its server.  Ids and MACs are compared in constant time. */
-static struct fab_conn *offer_find_locked(const struct fab_cm_req *req, const struct fi_info *info,
-					  const char **why)
-{
-	struct fab_conn **hit = NULL;
-	for (struct fab_conn **p = &offers; *p; p = &(*p)->next)
-		if (!hmac_equal((*p)->id, req->id, FAB_ID_LEN))
-			hit = p;
-	*why = "no offer with that id";
-	if (!hit)
-		return NULL;
-	struct fab_conn *c = *hit;
-	*why = fab_cm_req_verify(req, c->key) ? "not made with the offer's key"
-	       : fab_cm_req_ring(req) != c->ring ? "another ring size"
-	       : !from_server(c, info)	      ? "not from the server's address"
-						      : NULL;
-	if (*why)
-		return NULL;
-	*hit = c->next;
-	return c;
-}
-
-void fab_offer_del(struct fab_conn *c)
-{
-	pthread_mutex_lock(&offers_mu);
-	for (struct fab_conn **p = &offers; *p; p = &(*p)->next)
-		if (*p == c) {
-			*p = c->next;
-			break;
-		}
-	pthread_mutex_unlock(&offers_mu);
-}
-
 /* Wait on an endpoint's EQ for FI_CONNECTED.  0 connected (data copied to
  * rep), 1 refused or failed, -1 no answer within timeout_ms. */
 static int wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t replen)
@@ -156,15 +91,8 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 		SHUNT_INFO("fabric: connection request refused: %s", why);
 		return 0;
 	}
-	pthread_mutex_lock(&offers_mu);
-	struct fab_conn *c = offer_find_locked(&req, e->info, &why);
-	int st = FAB_OFFERED;
-	int won = c && __atomic_compare_exchange_n(&c->state, &st,
-						   req.decline ? FAB_DECLINED : FAB_ACCEPTING, 0,
-						   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-	if (won)
-		__atomic_add_fetch(&c->base.refs, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&offers_mu);
+	int won;
+	struct fab_conn *c = fab_offer_claim(&req, e->info, &why, &won);
 	if (!c)
 		/* A server that gave up before we did sends one too: info,
 		 * not a warning. */
@@ -210,13 +138,6 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 	SHUNT_DEBUG("fabric: connect-back %s", rc == 0 ? "accepted" : "failed");
 	shunt_conn_put(&c->base);
 	return 1;
-}
-
-/* The passive thread owns a connection between its CAS and its answer. */
-void fab_wait_accepting(struct fab_conn *c)
-{
-	while (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == FAB_ACCEPTING)
-		sched_yield();
 }
 
 /* ---- client ---------------------------------------------------------------- */
@@ -270,12 +191,12 @@ static enum shunt_reason fab_connect(int fd, struct shunt_fd *e, const struct so
 	fab_tuple_to_wire(&o.tuple, &t);
 	why = SHUNT_R_PROVIDER_ERROR;
 	struct fid_domain *d = fab_domain(prov, NULL);
-	if (!d || fab_pep_addr(prov, (struct sockaddr *)&local, llen, &o) < 0)
+	if (!d || fab_pep_addr(prov, (struct sockaddr *)&local, llen, &o, fab_offer_answer) < 0)
 		goto out;
 	uint64_t ring = shunt_config()->ring_size;
 	if (ring > FAB_MAX_RING)
 		ring = FAB_MAX_RING;
-	c = fab_conn_new(1);
+	c = fab_conn_new(&fab_conn_ops, 1);
 	if (!c)
 		goto out;
 	why = SHUNT_R_RING_ALLOC;
@@ -445,7 +366,7 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 	struct fid_fabric *fab;
 	struct fid_domain *d = fab_domain(prov, &fab);
 	if (!d || !(info = fab_info_for_peer(&o)) || bind_to_local(info, fd) < 0 ||
-	    !(c = fab_conn_new(0)))
+	    !(c = fab_conn_new(&fab_conn_ops, 0)))
 		goto refuse;
 	why = SHUNT_R_RING_ALLOC;
 	if (fab_conn_mem(c, d, o.ring_size) < 0)
@@ -508,6 +429,11 @@ static void fab_decline(int fd, const struct sockaddr *peer, socklen_t plen)
 	SHUNT_GUARD_LEAVE();
 }
 
+static void fab_exit(void)
+{
+	fab_at_exit(&shunt_transport_fabric);
+}
+
 const struct shunt_transport_ops shunt_transport_fabric = {
 	.name = "fabric",
 	.id = SHUNT_TP_FABRIC,
@@ -515,5 +441,12 @@ const struct shunt_transport_ops shunt_transport_fabric = {
 	.connect = fab_connect,
 	.accept = fab_accept,
 	.decline = fab_decline,
-	.at_exit = fab_at_exit,
+	.at_exit = fab_exit,
+};
+
+const struct shunt_conn_ops fab_conn_ops = {
+	.transport = &shunt_transport_fabric,
+	.life = &fab_life_ops,
+	.data = &fab_data_ops,
+	.wait = &fab_wait_ops,
 };

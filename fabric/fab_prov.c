@@ -40,6 +40,7 @@ static int init_failed;           /* the provider cannot be opened */
 static struct fi_info *base_info;
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
+static int (*pep_answer)(struct fid_domain *, struct fi_eq_cm_entry *, size_t);
 static struct fid_eq *pep_eq;     /* every passive endpoint reports here */
 static struct fab_pep peps[FAB_MAX_PEP];
 static int npep;
@@ -176,6 +177,17 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 	return SHUNT_R_NONE;
 }
 
+/* libfabric's start-up (fab_start.c) opens the process's domain. */
+static int domain_up(const char *prov)
+{
+	return fab_domain(prov, NULL) != NULL;
+}
+
+enum shunt_reason fab_start(const char *prov, unsigned wait_ms)
+{
+	return fab_start_on_thread(prov, wait_ms, domain_up);
+}
+
 static int open_domain_locked(const char *prov)
 {
 	check_fork_locked();
@@ -285,6 +297,7 @@ static void *pep_thread(void *arg)
 		pthread_mutex_lock(&mu);
 		struct fid_eq *eq = pep_eq;
 		struct fid_domain *d = domain;
+		int (*answer)(struct fid_domain *, struct fi_eq_cm_entry *, size_t) = pep_answer;
 		pthread_mutex_unlock(&mu);
 		ssize_t n = fi_eq_sread(eq, &event, &ev, sizeof ev, -1, 0);
 		if (n == -FI_EAVAIL) {
@@ -302,7 +315,7 @@ static void *pep_thread(void *arg)
 		if (event != FI_CONNREQ || (size_t)n < sizeof ev.cm)
 			continue;
 		size_t dlen = (size_t)n - sizeof ev.cm;
-		if (!fab_offer_answer(d, &ev.cm, dlen)) {
+		if (!answer(d, &ev.cm, dlen)) {
 			struct fid_pep *pep = NULL;
 			pthread_mutex_lock(&mu);
 			for (int i = 0; i < npep; i++)
@@ -315,22 +328,6 @@ static void *pep_thread(void *arg)
 		fi_freeinfo(ev.cm.info);
 	}
 	return NULL;
-}
-
-int fab_thread_start(void *(*fn)(void *))
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	/* The application's signals are not ours to take. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &a, fn, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc == 0 ? 0 : -1;
 }
 
 static int start_thread_locked(void)
@@ -402,11 +399,13 @@ static int open_pep_locked(const char *prov, const struct sockaddr *src, socklen
 }
 
 int fab_pep_addr(const char *prov, const struct sockaddr *src, socklen_t slen,
-		 struct agent_offer *o)
+		 struct agent_offer *o,
+		 int (*answer)(struct fid_domain *, struct fi_eq_cm_entry *, size_t))
 {
 	int rc = -1;
 	pthread_mutex_lock(&mu);
 	SHUNT_GUARD_ENTER();
+	pep_answer = answer;
 	if (open_domain_locked(prov) < 0)
 		goto out;
 	struct fab_pep *p = NULL;

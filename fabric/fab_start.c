@@ -27,6 +27,7 @@
  * in an application's call. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,9 @@ enum { ST_IDLE, ST_RUNNING, ST_READY, ST_FAILED };
 
 static int state = ST_IDLE; /* atomic; changes under mu (for the waiters) */
 static char prov_name[32];
+/* What the start-up does on its thread: open the process's domain
+ * (fab_prov.c, above this file).  1 when it is up. */
+static int (*start_up)(const char *prov);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* Taken across fork() by before_fork() below, which also waits there for a
  * start-up in progress. */
@@ -137,12 +141,28 @@ static void init_once(void)
 	atexit(at_exit);
 }
 
+int fab_thread_start(void *(*fn)(void *))
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	/* The application's signals are not ours to take. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &a, fn, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc == 0 ? 0 : -1;
+}
+
 static void *start_thread(void *arg)
 {
 	(void)arg;
 	SHUNT_GUARD_ENTER(); /* libfabric's fds are libfabric's */
 	uint64_t t0 = shunt_now_ms();
-	int ok = fab_domain(prov_name, NULL) != NULL;
+	int ok = start_up(prov_name);
 	pthread_mutex_lock(&mu);
 	__atomic_store_n(&state, ok ? ST_READY : ST_FAILED, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&cv);
@@ -153,7 +173,8 @@ static void *start_thread(void *arg)
 	return NULL;
 }
 
-enum shunt_reason fab_start(const char *prov, unsigned wait_ms)
+enum shunt_reason fab_start_on_thread(const char *prov, unsigned wait_ms,
+				      int (*up)(const char *prov))
 {
 	int st = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	if (st == ST_READY)
@@ -164,6 +185,7 @@ enum shunt_reason fab_start(const char *prov, unsigned wait_ms)
 	pthread_mutex_lock(&mu);
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == ST_IDLE) {
 		snprintf(prov_name, sizeof prov_name, "%s", prov);
+		start_up = up;
 		__atomic_store_n(&state, ST_RUNNING, __ATOMIC_RELEASE);
 		if (fab_thread_start(start_thread) < 0) {
 			SHUNT_INFO("fabric: no thread to start libfabric on: remote connections take TCP");

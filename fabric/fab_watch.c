@@ -79,8 +79,8 @@ static int drive(struct fab_conn *c)
 		fab_relay_check(c);
 	if (st == FAB_UP && fab_is_owner(c->pid)) {
 		fab_cq_drain_locked(c);
-		if (c->got_demote)
-			fab_demote_begin(c, SHUNT_R_PEER_DEMOTED);
+		if (c->got_demote && fab_demote_begin(c, SHUNT_R_PEER_DEMOTED))
+			fab_watch_demoting(c);
 		st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 	}
 	if (st == FAB_DEMOTING) {
@@ -122,7 +122,7 @@ static void relay_one(int fd, struct shunt_fd *e, void *p)
 	struct relay_arg *a = p;
 	(void)fd;
 	struct shunt_conn *b = __atomic_load_n(&e->conn, __ATOMIC_ACQUIRE);
-	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || !b || b->ops != &fab_conn_ops)
+	if (shunt_fd_kind(e) != SHUNT_FD_ACCEL || !b || b->ops->life != &fab_life_ops)
 		return;
 	struct fab_conn *c = (struct fab_conn *)b;
 	char want[48];

@@ -1,6 +1,7 @@
 /* Data calls.  An fd that is not accelerated costs one table lookup and goes
  * straight to libc; an accelerated one funnels into its transport's recvmsg /
- * sendmsg, so each transport implements two data calls, not seventeen. */
+ * sendmsg, so each transport implements two data calls, not one per entry
+ * point (docs/ARCHITECTURE.md, "Two interfaces", counts them). */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

@@ -207,14 +207,6 @@ static int held(const struct shm_hdr *h, int side, int fd, uint64_t off)
 	return slot_lock(fd, off, F_WRLCK, F_OFD_GETLK) != 0;
 }
 
-int shm_arena_open(const char *name)
-{
-	char path[SHUNT_PATH_MAX];
-	if (arena_path(path, sizeof path, name))
-		return -1;
-	return shunt_rundir_open(path, O_RDWR, 0, S_IFREG, SHUNT_ANY_OWNER, NULL);
-}
-
 /* This process's description of a, its tag published (arena_mu held). */
 static int lock_fd(struct shm_arena *a)
 {

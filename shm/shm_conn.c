@@ -1,7 +1,7 @@
-/* The shm connection object: recycled, never freed; its names in
- * <rundir>/o; fork and close.  Rendezvous in shm_offer.c, data path in
- * shm_data.c, leaving the rings in shm_demote.c, wake sockets in
- * shm_wake.c. */
+/* The shm connection object: recycled, never freed; its life ops (close,
+ * fork, free).  Its files in shm_files.c, rendezvous in shm_offer.c (with
+ * the transport's tables), data path in shm_data.c, leaving the rings in
+ * shm_demote.c, wake sockets in shm_wake.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,26 +18,6 @@
 #include "core/shunt_transport.h"
 #include "shm_internal.h"
 
-
-int shm_path(char *buf, size_t len, const char *key, const char *suffix)
-{
-	return shunt_rundir_path(buf, len, shunt_rundir(), SHUNT_ROOM_OFFER, "%s%s", key, suffix);
-}
-
-void *shm_map_once(struct shunt_map_once *m, const char *name, size_t len)
-{
-	int mine;
-	void *p = shunt_map_once(m, &mine);
-	if (p || !mine)
-		return p;
-	char path[SHUNT_PATH_MAX];
-	return shunt_map_once_done(m, shm_path(path, sizeof path, name, "")
-					      ? MAP_FAILED
-					      : shunt_rundir_map(path, len, shunt_rundir_group(NULL)));
-}
-
-
-/* ---- objects -------------------------------------------------------------- */
 
 static struct shunt_conn_pool pool = SHUNT_CONN_POOL(struct shm_conn);
 SHUNT_FORK_MUTEX(pool.mu, SHUNT_RANK_POOL)
@@ -56,12 +36,13 @@ void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t rin
 	}
 }
 
-struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ring)
+struct shm_conn *shm_conn_new(const struct shunt_conn_ops *ops, const struct shm_slot *slot,
+			     int side, uint64_t ring)
 {
 	struct shm_conn *c = shunt_conn_alloc(&pool);
 	if (!c)
 		return NULL;
-	c->base.ops = &shm_conn_ops;
+	c->base.ops = ops;
 	c->slot = *slot;
 	c->slot.fork_fd = -1;
 	c->wake[0] = c->wake[1] = -1;
@@ -174,18 +155,11 @@ static void shm_free(struct shunt_conn *base)
 	SHUNT_GUARD_LEAVE();
 }
 
-static const struct shunt_conn_life_ops shm_life_ops = {
+const struct shunt_conn_life_ops shm_life_ops = {
 	.close = shm_close,
 	.closed = shm_closed,
 	.free = shm_free,
 	.demote = shm_demote,
 	.fork = shm_fork,
 	.forked = shm_forked,
-};
-
-const struct shunt_conn_ops shm_conn_ops = {
-	.transport = &shunt_transport_shm,
-	.life = &shm_life_ops,
-	.data = &shm_data_ops,
-	.wait = &shm_wait_ops,
 };

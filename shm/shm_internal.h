@@ -12,6 +12,26 @@
 #include "core/shunt_rundir_open.h"
 #include "shm_proto.h"
 
+/* ---- shm_files.c: the transport's files in <rundir>/o -------------------- */
+
+/* <rundir>/o/<key><suffix> into buf: 0, or -1 when it does not fit. */
+int shm_path(char *buf, size_t len, const char *key, const char *suffix);
+/* <rundir>/o/<name>, len bytes shared by every process of the rundir,
+ * mapped once per process (made and reserved by the first): NULL when it
+ * cannot be (then, or while another thread maps it). */
+void *shm_map_once(struct shunt_map_once *m, const char *name, size_t len);
+/* The arena file name in the rundir, opened read-write (no checks). */
+int shm_arena_open(const char *name);
+/* 1 when a file owned by uid:gid may be trusted as an offer from a peer:
+ * our own uid, or with shm_group a file of the group (see
+ * shunt_rundir_group).  Otherwise the connection falls back: peer-cred. */
+int shm_offer_uid_ok(uid_t uid, gid_t gid);
+/* Files and sockets shunt makes in the rundir: private to the user, or with
+ * shm_group readable and writable by the group (the umask would narrow the
+ * mode given at creation, so it is set again by descriptor or path). */
+void shm_share_fd(int fd);
+void shm_share_path(const char *path);
+
 /* One connection end's hold on its slot of ring memory (shm_arena.c). */
 struct shm_slot {
 	struct shm_hdr *hdr;
@@ -45,8 +65,6 @@ int shm_arena_alloc(uint64_t ring, struct shm_slot *s, char *target, size_t tlen
  * that dropped privileges shows its broker.  -1 with *why when it cannot be. */
 int shm_arena_attach(const char *target, int sock, struct shm_slot *s,
 		     enum shunt_reason *why);
-/* The arena file name in the rundir, opened read-write (no checks). */
-int shm_arena_open(const char *name);
 
 /* ---- shm_broker.c: arenas for processes that dropped privileges --------- */
 
@@ -81,15 +99,6 @@ int shm_arena_fork(struct shm_slot *s);
 void shm_arena_forked(struct shm_slot *s, int child);
 /* At exit: remove the names of the arenas this process owns. */
 void shm_arena_exit(void);
-/* 1 when a file owned by uid:gid may be trusted as an offer from a peer:
- * our own uid, or with shm_group a file of the group (see
- * shunt_rundir_group).  Otherwise the connection falls back: peer-cred. */
-int shm_offer_uid_ok(uid_t uid, gid_t gid);
-/* Files and sockets shunt makes in the rundir: private to the user, or with
- * shm_group readable and writable by the group (the umask would narrow the
- * mode given at creation, so it is set again by descriptor or path). */
-void shm_share_fd(int fd);
-void shm_share_path(const char *path);
 
 /* An accelerated connection, one end's private view. */
 struct shm_conn {
@@ -124,26 +133,22 @@ struct shm_conn {
 	char target[96];          /* client: what the offer names */
 };
 
-/* The connection ops of an shm end (shm_conn.c), and its data and wait
- * tables (shm_data.c). */
-extern const struct shunt_conn_ops shm_conn_ops;
+/* The tables of an shm end: its life (shm_conn.c), data and waits
+ * (shm_data.c), and all three with the transport (shm_offer.c). */
+extern const struct shunt_conn_life_ops shm_life_ops;
 extern const struct shunt_conn_data_ops shm_data_ops;
 extern const struct shunt_conn_wait_ops shm_wait_ops;
+extern const struct shunt_conn_ops shm_conn_ops;
 
 enum { SHM_WAKE_RX = 0, SHM_WAKE_TX = 1 };
 
-/* ---- shm_conn.c: the object and its names -------------------------------- */
+/* ---- shm_conn.c: the object ------------------------------------------------ */
 
-/* <rundir>/o/<key><suffix> into buf: 0, or -1 when it does not fit. */
-int shm_path(char *buf, size_t len, const char *key, const char *suffix);
-/* <rundir>/o/<name>, len bytes shared by every process of the rundir,
- * mapped once per process (made and reserved by the first): NULL when it
- * cannot be (then, or while another thread maps it). */
-void *shm_map_once(struct shunt_map_once *m, const char *name, size_t len);
-/* A connection end on slot (which it takes over), with rings of ring bytes
- * (the size this end chose or checked, never re-read from the header), or
- * NULL. */
-struct shm_conn *shm_conn_new(const struct shm_slot *slot, int side, uint64_t ring);
+/* A connection end with ops (shm_conn_ops) on slot (which it takes over),
+ * with rings of ring bytes (the size this end chose or checked, never
+ * re-read from the header), or NULL. */
+struct shm_conn *shm_conn_new(const struct shunt_conn_ops *ops, const struct shm_slot *slot,
+			      int side, uint64_t ring);
 /* Point c's header and rings at h (side's view): for a connection object,
  * or a stack view that only wakes the peer (a refusal). */
 void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t ring);

@@ -142,7 +142,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 	shunt_presence_set(&h->pres[SHM_CLIENT], SHUNT_AT_APP, sched_getcpu());
 	shunt_presence_set(&h->pres[SHM_SERVER], SHUNT_AT_APP, -1);
 	__atomic_store_n(&h->state, SHM_OFFERED, __ATOMIC_RELEASE);
-	c = shm_conn_new(&slot, SHM_CLIENT, ring);
+	c = shm_conn_new(&shm_conn_ops, &slot, SHM_CLIENT, ring);
 	if (!c) {
 		shm_arena_release(&slot);
 		goto out;
@@ -199,24 +199,6 @@ static void shm_connected(int fd, struct shunt_conn *b, const struct sockaddr *d
 }
 
 /* ---- server: commit or decline ------------------------------------------- */
-
-int shm_offer_uid_ok(uid_t uid, gid_t gid)
-{
-	gid_t g;
-	return uid == shunt_euid() || (shunt_rundir_group(&g) && gid == g);
-}
-
-void shm_share_fd(int fd)
-{
-	if (fd >= 0 && shunt_rundir_group(NULL))
-		fchmod(fd, 0660);
-}
-
-void shm_share_path(const char *path)
-{
-	if (shunt_rundir_group(NULL))
-		chmod(path, 0660);
-}
 
 /* Hold the slot the offer for t (named key) names, if there is a valid one
  * from a user we trust: 0; -2 when there is no offer for it; -1 with *why
@@ -359,7 +341,7 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 		why = SHUNT_R_NO_PEER_SHIM;
 		goto fail;
 	}
-	c = shm_conn_new(&slot, SHM_SERVER, ring);
+	c = shm_conn_new(&shm_conn_ops, &slot, SHM_SERVER, ring);
 	if (!c) {
 		why = SHUNT_R_RING_ALLOC;
 		goto refuse;
@@ -487,4 +469,11 @@ const struct shunt_transport_ops shunt_transport_shm = {
 	.at_exit = shm_at_exit,
 	.fork = shm_broker_fork,
 	.setid = shm_broker_setid,
+};
+
+const struct shunt_conn_ops shm_conn_ops = {
+	.transport = &shunt_transport_shm,
+	.life = &shm_life_ops,
+	.data = &shm_data_ops,
+	.wait = &shm_wait_ops,
 };
