@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include "agent_hmac.h"
 #include "core/shunt_fdpass.h"
@@ -52,7 +53,7 @@ struct client {
 	char *out;                /* pending output: small[] or malloc'ed */
 	size_t nout, outoff;
 	char small[AGENT_FRAME_MAX * 2];
-	struct client *prev, *next;
+	struct client *prev, *next; /* in clients (utlist) */
 };
 
 static struct client *clients;
@@ -65,12 +66,7 @@ static void drop(struct client *c)
 		close(c->passed_fd);
 	if (c->out != c->small)
 		free(c->out);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		clients = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	DL_DELETE(clients, c);
 	shuntd.n.open_clients--;
 	free(c);
 }
@@ -614,11 +610,7 @@ void client_adopt(struct ev_loop *el, int fd, int is_unix, const struct sockaddr
 	c->out = c->small;
 	c->deadline = ev_now_ms() + shuntd.client_timeout_ms;
 	c->nout = c->outoff = 0;
-	c->prev = NULL; /* after in[], which the memset leaves alone */
-	c->next = clients;
-	if (clients)
-		clients->prev = c;
-	clients = c;
+	DL_PREPEND(clients, c);
 	shuntd.n.open_clients++;
 	if (ev_watch(el, fd, EV_READ, on_event, c) < 0) {
 		fail(c, SE_IO);
@@ -630,9 +622,8 @@ void client_reap(struct ev_loop *el, void *data)
 {
 	uint64_t now = ev_now_ms();
 	wake_rested(el, now);
-	struct client *c = clients, *next;
-	for (; c; c = next) {
-		next = c->next;
+	struct client *c, *next;
+	DL_FOREACH_SAFE(clients, c, next) {
 		if (now >= c->deadline) {
 			/* Idle past SHUNTD_IDLE_MS is no error; late in a request is. */
 			if (!is_idle(c))

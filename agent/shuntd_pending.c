@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+#include <utlist.h>
 
 struct entry {
 	struct {
@@ -17,7 +18,7 @@ struct entry {
 		struct agent_tuple tuple;
 	} key;                        /* zeroed whole: hashed as bytes */
 	struct pending p;
-	struct entry *older, *newer;  /* expiry order */
+	struct entry *prev, *next;    /* expiry order (utlist) */
 	UT_hash_handle hh;
 };
 
@@ -33,7 +34,7 @@ struct source {
 static const struct pend_limits limits[PK_COUNT] = PEND_LIMITS;
 static struct entry *table;
 static struct source *sources;
-static struct entry *oldest, *newest;
+static struct entry *oldest;  /* the list's head; its prev is the newest */
 static unsigned count[PK_COUNT];
 
 static void make_key(struct entry *k, enum pend_kind kind, const struct agent_tuple *t)
@@ -63,14 +64,7 @@ static struct source *source_find(enum pend_kind kind, const uint8_t a[16])
 static void unlink_entry(struct entry *e)
 {
 	HASH_DEL(table, e);
-	if (e->older)
-		e->older->newer = e->newer;
-	else
-		oldest = e->newer;
-	if (e->newer)
-		e->newer->older = e->older;
-	else
-		newest = e->older;
+	DL_DELETE(oldest, e);
 	count[e->p.kind]--;
 	struct source *s = source_find(e->p.kind, e->p.src);
 	if (s && --s->n == 0) {
@@ -137,12 +131,7 @@ enum pend_result pending_add(enum pend_kind kind, const struct agent_tuple *t,
 	memcpy(e->p.src, src, 16);
 	e->p.expires_ms = now_ms + (uint64_t)PEND_TTL_S * 1000;
 	HASH_ADD(hh, table, key, sizeof e->key, e);
-	e->older = newest;
-	if (newest)
-		newest->newer = e;
-	else
-		oldest = e;
-	newest = e;
+	DL_APPEND(oldest, e);
 	count[kind]++;
 	*out = &e->p;
 	return PEND_HELD;
@@ -151,8 +140,8 @@ enum pend_result pending_add(enum pend_kind kind, const struct agent_tuple *t,
 unsigned pending_expire(uint64_t now_ms, void (*gone)(const struct pending *p))
 {
 	unsigned n = 0;
-	for (struct entry *e = oldest, *next; e; e = next) {
-		next = e->newer;
+	struct entry *e, *next;
+	DL_FOREACH_SAFE(oldest, e, next) {
 		if (e->p.expires_ms > now_ms)
 			break;
 		if (gone)
