@@ -20,7 +20,6 @@
 #include "core/shunt_forklock.h"
 #include "core/shunt_real.h"
 #include "core/shunt_rundir.h"
-#include "core/shunt_spill.h"
 
 /* ---- locks and objects ---------------------------------------------------- */
 

@@ -3,13 +3,10 @@
  * the transport's tables), data path in shm_data.c, leaving the rings in
  * shm_demote.c, wake sockets in shm_wake.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/shunt_forklock.h"
