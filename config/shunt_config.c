@@ -28,6 +28,8 @@
 
 #define DEF_SPIN_US 20u
 #define DEF_RING_SIZE ((size_t)1 << 20)
+#define DEF_CMA_MIN ((size_t)256 << 10)
+#define MAX_CMA_MIN ((uint64_t)1 << 30)
 #define DEF_AGENT_PORT 7476u
 #define DEF_OFFER_TIMEOUT_MS 500u
 #define MAX_OFFER_TIMEOUT_MS 60000u
@@ -48,6 +50,7 @@ const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_SHM_GROUP] = { "shm_group", "SHUNT_SHM_GROUP", 1 },
 	[K_SPIN_US] = { "spin_us", "SHUNT_SPIN_US", 0 },
 	[K_RING_SIZE] = { "ring_size", "SHUNT_RING_SIZE", 0 },
+	[K_CMA_MIN] = { "cma_min", "SHUNT_CMA_MIN", 0 },
 	[K_FABRIC_PROVIDER] = { "fabric_provider", "SHUNT_FABRIC_PROVIDER", 0 },
 	[K_FABRIC_LOAD_WAIT_MS] = { "fabric_load_wait_ms", "SHUNT_FABRIC_LOAD_WAIT_MS", 0 },
 	[K_AGENT_PORT] = { "agent_port", "SHUNT_AGENT_PORT", 0 },
@@ -197,6 +200,7 @@ void shunt_config_defaults(struct shunt_config *c)
 	c->log_level = SHUNT_LOG_WARN;
 	c->spin_us = DEF_SPIN_US;
 	c->ring_size = DEF_RING_SIZE;
+	c->cma_min = DEF_CMA_MIN;
 	strcpy(c->fabric_provider, "auto");
 	c->agent_port = DEF_AGENT_PORT;
 	c->offer_timeout_ms = DEF_OFFER_TIMEOUT_MS;
@@ -215,6 +219,7 @@ int shunt_config_is_default(const struct shunt_config *c, int key)
 	case K_SHM_GROUP: return !c->shm_group[0];
 	case K_SPIN_US: return c->spin_us == DEF_SPIN_US;
 	case K_RING_SIZE: return c->ring_size == DEF_RING_SIZE;
+	case K_CMA_MIN: return c->cma_min == DEF_CMA_MIN;
 	case K_FABRIC_PROVIDER:
 		return !strncmp(c->fabric_provider, "auto", sizeof(c->fabric_provider));
 	case K_FABRIC_LOAD_WAIT_MS: return c->fabric_load_wait_ms == 0;
@@ -479,6 +484,14 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				    "bad value '%s' for %s (expected a power of two 4096..1G, optional k/m/g suffix)",
 				    q, name);
 		c->ring_size = (size_t)x;
+		return 0;
+
+	case K_CMA_MIN:
+		if (parse_size(val, vn, &x) || (x && x < SHUNT_CMA_MIN_LOW) || x > MAX_CMA_MIN)
+			return shunt_config_fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected 0 (off) or 16k..1G, optional k/m/g suffix)",
+				    q, name);
+		c->cma_min = (size_t)x;
 		return 0;
 
 	case K_FABRIC_PROVIDER:

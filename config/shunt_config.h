@@ -26,6 +26,9 @@
 /* ring_size bounds: every transport and the agent protocol accept these. */
 #define SHUNT_RING_MIN 4096u
 #define SHUNT_RING_MAX (1u << 30)
+/* cma_min's least value other than 0 (off): below it a system call per
+ * transfer costs more than the copy it saves. */
+#define SHUNT_CMA_MIN_LOW (16u << 10)
 
 enum shunt_transport {
 	SHUNT_TP_AUTO = 0,   /* fastest path both ends share */
@@ -70,6 +73,9 @@ struct shunt_config {
 						 shunt_config_group_id) */
 	unsigned spin_us;                     /* busy-poll budget before sleeping */
 	size_t ring_size;                     /* bytes per direction, power of two */
+	size_t cma_min;                       /* shm: a read and a write of at
+						 least this many bytes move in
+						 one copy (0: never) */
 	char fabric_provider[32];             /* "auto", "verbs", "tcp", ... */
 	unsigned fabric_load_wait_ms;         /* a connection waits this long
 						 for libfabric's start-up

@@ -56,6 +56,7 @@ static int key_value(const struct shunt_config *c, int k, char *buf, size_t len)
 	case K_SHM_GROUP: return text(buf, len, c->shm_group);
 	case K_SPIN_US: return snprintf(buf, len, "%u", c->spin_us);
 	case K_RING_SIZE: return size_text(buf, len, c->ring_size);
+	case K_CMA_MIN: return size_text(buf, len, c->cma_min);
 	case K_FABRIC_PROVIDER: {
 		char p[sizeof(c->fabric_provider)];
 		memcpy(p, c->fabric_provider, sizeof(p));

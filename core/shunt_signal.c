@@ -11,8 +11,25 @@ static __thread unsigned ran __attribute__((tls_model("initial-exec")));
 /* The value of ran after the last handler without SA_RESTART. */
 static __thread unsigned ran_eintr __attribute__((tls_model("initial-exec")));
 
+static __thread void (*guard_fn)(void *) __attribute__((tls_model("initial-exec")));
+static __thread void *guard_arg __attribute__((tls_model("initial-exec")));
+
+void shunt_sig_guard(void (*fn)(void *), void *arg)
+{
+	guard_arg = arg;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_fn = fn;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
 void shunt_sig_ran(int restart)
 {
+	void (*fn)(void *) = guard_fn;
+	if (fn) {
+		guard_fn = NULL;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		fn(guard_arg);
+	}
 	unsigned n = __atomic_load_n(&ran, __ATOMIC_RELAXED) + 1;
 	if (!restart)
 		__atomic_store_n(&ran_eintr, n, __ATOMIC_RELAXED);

@@ -10,6 +10,11 @@
  * to run in this thread.  Async-signal-safe. */
 void shunt_sig_ran(int restart);
 
+/* fn(arg) runs in this thread's next caught signal, before the
+ * application's handler (which may not return to the interrupted call):
+ * what the call must undo then (a posted buffer).  Once; fn NULL clears. */
+void shunt_sig_guard(void (*fn)(void *), void *arg);
+
 /* A mark of this thread's handler runs, taken before a wait. */
 unsigned shunt_sig_mark(void);
 

@@ -46,7 +46,13 @@ struct shunt_stat_slot {
 	uint64_t calls_in, calls_out;
 	uint64_t spin_hits;  /* waits that ended while spinning */
 	uint64_t sleeps;     /* waits that went to sleep in the kernel */
+	/* shm single copy (shm_cma.c): bytes of bytes_in a peer wrote into
+	 * this end's buffer, bytes of bytes_out this end wrote into the
+	 * peer's.  In what was padding (version 3 files without them read
+	 * 0). */
+	uint64_t cma_in, cma_out;
 } __attribute__((aligned(64)));
+_Static_assert(sizeof(struct shunt_stat_slot) == 128, "a slot keeps its size");
 
 struct shunt_stats_file {
 	uint32_t magic, version;

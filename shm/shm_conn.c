@@ -47,6 +47,9 @@ struct shm_conn *shm_conn_new(const struct shunt_conn_ops *ops, const struct shm
 	c->wake_abs = 0;
 	c->pending = -1;
 	c->named = 0;
+	c->cma_ok = 0;
+	c->cma_tx_off = c->cma_posted = c->cma_said = 0;
+	c->cma_in = c->cma_out = 0;
 	c->lk = (struct shm_lock_owner){c->slot.tag, shm_arena_tag_alive, &c->slot};
 	shm_conn_view(c, slot->hdr, side, ring);
 	return c;
@@ -94,6 +97,7 @@ static void shm_close(struct shunt_conn *base)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
 	SHUNT_GUARD_ENTER();
+	shm_cma_close(c);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
 	/* Never accepted yet: give the bytes to TCP, which keeps them for the
 	 * server's accept() as it would have anyway (this end is demoted

@@ -120,6 +120,13 @@ struct shm_conn {
 	struct shm_ring tx, rx;
 	struct shunt_bulk bulk;   /* the copy bulk sends use (core/shunt_bulk.h) */
 	struct shm_lock_owner lk; /* how this end takes its ring locks */
+	int8_t cma_ok;            /* single copy (shm_cma.c): 1 possible, -1
+				     not, 0 not asked yet */
+	uint8_t cma_tx_off;       /* the kernel refused this end's copies */
+	uint8_t cma_posted;       /* a read of this process posted its buffer */
+	uint8_t cma_said;         /* bits 1 in, 2 out: the first single copy
+				     of this end was logged */
+	uint64_t cma_in, cma_out; /* bytes moved so, by this process */
 	int demoted;              /* this end has replayed: it moves bytes over TCP */
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
@@ -154,6 +161,25 @@ struct shm_conn *shm_conn_new(const struct shunt_conn_ops *ops, const struct shm
 void shm_conn_view(struct shm_conn *c, struct shm_hdr *h, int side, uint64_t ring);
 /* Release everything c holds and recycle it. */
 void shm_conn_free(struct shm_conn *c);
+
+/* ---- shm_cma.c: single copy for large transfers --------------------------- */
+
+/* Reader, about to wait in a read of len bytes into buf with the ring
+ * empty: post the buffer (1), or not (0: too small, not possible here,
+ * another read's post outstanding).  After a post the wait, however it
+ * ends, is followed by shm_cma_settle(c, *cancel_state). */
+int shm_cma_post(struct shm_conn *c, void *buf, size_t len, int *cancel_state);
+/* Reader: take the post back; the bytes a writer copied into the buffer
+ * (0: none, read the ring).  Keeps errno. */
+size_t shm_cma_settle(struct shm_conn *c, int cancel_state);
+/* The connection's last close here: what went by single copy, logged. */
+void shm_cma_close(struct shm_conn *c);
+/* Reader: a writer finished with the post (its wait may end). */
+int shm_cma_done(struct shm_conn *c);
+/* Writer: copy up to the iovecs' length into the reader's posted buffer,
+ * when there is one and the ring is empty: the bytes moved (0: none; the
+ * ring takes them). */
+size_t shm_cma_push(struct shm_conn *c, const struct iovec *v, size_t k);
 
 /* ---- shm_wake.c: wake sockets --------------------------------------------- */
 

@@ -41,6 +41,36 @@ enum shm_state {
 
 enum shm_side { SHM_CLIENT = 0, SHM_SERVER = 1 };
 
+/* A posted buffer's life (struct shm_cma.state, CAS): the reader posts
+ * (IDLE -> POSTED) and takes it back (POSTED -> IDLE), or the writer claims
+ * it (POSTED -> CLAIMED, under its ring's write lock, with the ring empty),
+ * copies, and hands it back (CLAIMED -> DONE, got set); the reader takes
+ * what came (DONE -> IDLE).  A claim whose writer died is given up by the
+ * reader (CLAIMED -> IDLE, nothing came). */
+enum shm_cma_state {
+	SHM_CMA_IDLE = 0,
+	SHM_CMA_POSTED,
+	SHM_CMA_CLAIMED,
+	SHM_CMA_DONE,
+	SHM_CMA_POSTING, /* a reader fills the fields in */
+};
+
+struct shm_cma {
+	uint32_t state;     /* enum shm_cma_state */
+	uint32_t off;       /* the writer will claim no more (it was refused:
+			       EPERM); written by the writer */
+	/* Written by the reader before it posts (release on state): */
+	int32_t pid;        /* the reader's process, in its PID namespace */
+	uint32_t pad;
+	uint64_t pidns;     /* that namespace (inode of /proc/self/ns/pid) */
+	uint64_t addr, len; /* its buffer */
+	/* Written by the writer: */
+	uint32_t wtag;      /* the claimer's tag (its ring lock's), before
+			       the claim */
+	uint32_t pad2;
+	uint64_t got;       /* bytes copied into the buffer, before DONE */
+};
+
 struct shm_hdr {
 	uint32_t magic;
 	uint32_t version;
@@ -86,6 +116,13 @@ struct shm_hdr {
 	 * lost that race reports.  Last, so the fields above keep their
 	 * places. */
 	uint32_t left_why;
+	/* Single copy (shm_cma.c), [ring] as ring[]: the buffer a reader of
+	 * that ring posts while it waits in a large read, which the ring's
+	 * writer may fill with one process_vm_writev.  Last, so the fields
+	 * above keep their places; a peer of a build without it leaves it as
+	 * the client's zeroed header has it (IDLE: never posted, never
+	 * claimed). */
+	struct shm_cma cma[2] __attribute__((aligned(SHM_CACHELINE)));
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_SIZE, "header fits its page");
