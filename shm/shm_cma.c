@@ -109,6 +109,7 @@ int shm_cma_post(struct shm_conn *c, void *buf, size_t len, int *cancel_state)
 	p->addr = (uint64_t)(uintptr_t)buf;
 	p->len = len;
 	p->got = 0;
+	p->fault = 0;
 	/* A cancelled thread or a handler that jumps out of the read must
 	 * not leave a buffer posted that the writer would later fill. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel_state);
@@ -155,8 +156,9 @@ static void withdraw(void *arg)
 		claim_end(c, p);
 }
 
-size_t shm_cma_settle(struct shm_conn *c, int cancel_state)
+size_t shm_cma_settle(struct shm_conn *c, int cancel_state, int *fault)
 {
+	*fault = 0;
 	int err = errno;
 	struct shm_cma *p = rx_post(c);
 	size_t got = 0;
@@ -177,6 +179,7 @@ size_t shm_cma_settle(struct shm_conn *c, int cancel_state)
 			uint64_t n = __atomic_load_n(&p->got, __ATOMIC_RELAXED);
 			/* Never more than posted, whatever the peer says. */
 			got = n <= p->len ? (size_t)n : (size_t)p->len;
+			*fault = __atomic_load_n(&p->fault, __ATOMIC_RELAXED) != 0;
 			__atomic_store_n(&p->state, SHM_CMA_IDLE, __ATOMIC_RELEASE);
 		}
 		/* IDLE: withdrawn by a handler (or a peer that broke it). */
@@ -248,6 +251,11 @@ size_t shm_cma_push(struct shm_conn *c, const struct iovec *v, size_t k)
 		ssize_t r = process_vm_writev(pid, local, nl, &remote, 1, 0);
 		if (r > 0) {
 			got = (size_t)r;
+		} else if (errno == EFAULT) {
+			/* The buffer is not there (our own would fault in the
+			 * ring's copy too): the read says EFAULT, as the
+			 * kernel's would, and the bytes wait in the ring. */
+			__atomic_store_n(&p->fault, 1, __ATOMIC_RELAXED);
 		} else if (errno == EPERM || errno == ENOSYS || errno == EACCES) {
 			/* Never will: the ring for this direction. */
 			c->cma_tx_off = 1;

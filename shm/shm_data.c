@@ -246,12 +246,19 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		}
 		int stop = shunt_conn_block(&c->base, POLLIN, flags, done, &deadline, &ret);
 		if (posted) {
-			size_t got = shm_cma_settle(c, cs);
+			int fault;
+			size_t got = shm_cma_settle(c, cs, &fault);
 			if (got) {
 				done += got;
 				if (!all || done == total)
 					return (ssize_t)done;
 				continue;
+			}
+			if (fault) {
+				if (done)
+					return (ssize_t)done;
+				errno = EFAULT;
+				return -1;
 			}
 		}
 		if (stop)
@@ -449,9 +456,14 @@ ssize_t shm_recv(struct shunt_conn *b, void *buf, size_t n, int flags)
 					 shm_cma_post(c, buf, n, &cs);
 			int stop = shunt_conn_block(&c->base, POLLIN, flags, 0, &deadline, &ret);
 			if (posted) {
-				size_t got = shm_cma_settle(c, cs);
+				int fault;
+				size_t got = shm_cma_settle(c, cs, &fault);
 				if (got)
 					return (ssize_t)got;
+				if (fault) {
+					errno = EFAULT;
+					return -1;
+				}
 			}
 			if (stop)
 				return ret;

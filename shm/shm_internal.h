@@ -170,8 +170,9 @@ void shm_conn_free(struct shm_conn *c);
  * ends, is followed by shm_cma_settle(c, *cancel_state). */
 int shm_cma_post(struct shm_conn *c, void *buf, size_t len, int *cancel_state);
 /* Reader: take the post back; the bytes a writer copied into the buffer
- * (0: none, read the ring).  Keeps errno. */
-size_t shm_cma_settle(struct shm_conn *c, int cancel_state);
+ * (0: none, read the ring; *fault: none because the buffer is not all
+ * mapped, and the read fails with EFAULT).  Keeps errno. */
+size_t shm_cma_settle(struct shm_conn *c, int cancel_state, int *fault);
 /* The connection's last close here: what went by single copy, logged. */
 void shm_cma_close(struct shm_conn *c);
 /* Reader: a writer finished with the post (its wait may end). */

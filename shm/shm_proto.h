@@ -67,7 +67,7 @@ struct shm_cma {
 	/* Written by the writer: */
 	uint32_t wtag;      /* the claimer's tag (its ring lock's), before
 			       the claim */
-	uint32_t pad2;
+	uint32_t fault;     /* the buffer was not all there (EFAULT) */
 	uint64_t got;       /* bytes copied into the buffer, before DONE */
 };
 

@@ -271,7 +271,10 @@ static void print_conn_json(const struct sample *s, const struct shunt_proc_snap
 	json_u64("msgs_in", x->calls_in, 1);
 	json_u64("msgs_out", x->calls_out, 1);
 	json_u64("spin_hits", x->spin_hits, 1);
-	json_u64("sleeps", x->sleeps, 0);
+	json_u64("sleeps", x->sleeps, 1);
+	/* shm single copy: bytes of bytes_in/out that went so */
+	json_u64("single_copy_in", x->cma_in, 1);
+	json_u64("single_copy_out", x->cma_out, 0);
 	if (s->nsample > 1 && pr) {
 		double secs = (double)(p->mono_ns - pr->mono_ns) / 1e9;
 		printf(",\"rates\":{\"seconds\":%.6f,\"bytes_in\":%.3f,\"bytes_out\":%.3f,"
