@@ -66,6 +66,11 @@ static void usage(FILE *f)
 		"  --netns             (root) kernel TCP and shunt-fabric across two network\n"
 		"                      namespaces joined by veth, each with its own shuntd\n"
 		"                      (set up and removed by the run)\n"
+		"  --large             instead: streams of 256 KiB, 1 MiB and 8 MiB writes (raw\n"
+		"                      ring, kernel TCP, shunt-shm with and without single\n"
+		"                      copy) with memcpy's and process_vm_readv's rates, CPU\n"
+		"                      per MB and the large-transfer targets (--rounds,\n"
+		"                      --duration apply)\n"
 		"  -v, --verbose       show each benchmark program's output\n"
 		"exit status: 0 ok, 1 a measurement failed, 2 usage error, 3 a row of a shunt\n"
 		"column is worse than kernel TCP (REGRESSION in the table)\n");
@@ -233,7 +238,7 @@ static int confirm_suspects(struct bench *b, const struct bench_test_at *tests, 
 int shunt_cmd_bench(int argc, char **argv)
 {
 	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
-	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_CONFIRM, O_HELP };
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_CONFIRM, O_LARGE, O_HELP };
 	static const struct option opts[] = {
 		{ "rounds", required_argument, NULL, O_ROUNDS },
 		{ "confirm", required_argument, NULL, O_CONFIRM },
@@ -250,6 +255,7 @@ int shunt_cmd_bench(int argc, char **argv)
 		{ "csv", required_argument, NULL, O_CSV },
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "netns", no_argument, NULL, O_NETNS },
+		{ "large", no_argument, NULL, O_LARGE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -348,6 +354,7 @@ int shunt_cmd_bench(int argc, char **argv)
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_NETNS: o->netns = 1; break;
+		case O_LARGE: o->large = 1; break;
 		case 'v': o->verbose = 1; break;
 		case 'h':
 		case O_HELP:
@@ -372,6 +379,13 @@ int shunt_cmd_bench(int argc, char **argv)
 
 	if (bench_find_programs(b) != 0 || !child_self_exe())
 		return 1;
+	if (o->large) {
+		if (sched_getaffinity(0, sizeof(b->all), &b->all) != 0)
+			CPU_ZERO(&b->all);
+		b->ncpus = CPU_COUNT(&b->all);
+		shunt_machine_describe(b->machine, sizeof(b->machine));
+		return bench_large(b);
+	}
 	size_t nv = (size_t)BP_COUNT * BT_COUNT * BM_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b);
 	b->v = malloc(nv * sizeof(*b->v));
 	b->cdf = calloc((size_t)BP_COUNT * BT_COUNT * BENCH_MAX_SIZES * BENCH_SLOTS(b),

@@ -13,6 +13,8 @@
  *                         the targets
  *   shunt_bench_report.c  the table and the CSV file
  *   shunt_bench_plot.c    the SVG picture: latency CDFs, throughput bars
+ *   shunt_bench_large.c   --large: streams of large writes against memcpy,
+ *                         process_vm_readv and the raw ring
  *   shunt_bench_netns.c   --netns: two namespaces with their agents, for the
  *                         fabric column (and kernel TCP as its reference) */
 #ifndef SHUNT_BENCH_H
@@ -98,6 +100,7 @@ struct bench_opts {
 	const char *csv, *plot;
 	int verbose;
 	int netns;                  /* --netns: tcp and fabric across two namespaces */
+	int large;                  /* --large: large-write streams and their limits */
 };
 
 /* --netns: the clients' host (namespace 0) and the servers' (namespace 1). */
@@ -193,6 +196,10 @@ enum bench_test { BTEST_PINGPONG, BTEST_STREAM, BTEST_MSGS, BTEST_CONNECT, BTEST
 extern const char *const bench_test_key[];
 int bench_run(struct bench *b, enum bench_place pl, enum bench_tp tp, enum bench_test test,
 	      int size_idx, int r);
+
+/* shunt_bench_large.c: the --large run instead of the usual one; the exit
+ * status. */
+int bench_large(struct bench *b);
 
 /* shunt_bench_netns.c: 0, or -1 with a message (bench_netns_down cleans up
  * what was made). */

@@ -406,6 +406,29 @@ Test(settings, ring_size)
 	       "t.conf:1: bad value '5000' for ring_size (expected a power of two 4096..1G, optional k/m/g suffix)");
 }
 
+Test(settings, cma_min)
+{
+	static const struct { const char *v; size_t n; } good[] = {
+		{ "0", 0 }, { "16k", 16384 }, { "256k", 262144 }, { "300000", 300000 },
+		{ "1m", 1 << 20 }, { "1G", 1 << 30 },
+	};
+	static const char *bad[] = { "1", "16383", "4k", "2G", "-1", "k", "", "1T", "0x4000" };
+	char line[96];
+	size_t i;
+
+	shunt_config_defaults(&cfg);
+	cr_assert_eq(cfg.cma_min, 256u << 10);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(line, sizeof(line), "cma_min = %s", good[i].v);
+		OK(line);
+		cr_assert_eq(cfg.cma_min, good[i].n, "%s", good[i].v);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(line, sizeof(line), "cma_min = %s", bad[i]);
+		BAD(line, "for cma_min (expected 0 (off) or 16k..1G, optional k/m/g suffix)");
+	}
+}
+
 Test(settings, fabric_provider)
 {
 	char line[96];
@@ -1449,7 +1472,7 @@ static const char *value_of(const char *key)
 Test(value, every_key_of_the_table)
 {
 	static const char *const want[] = {
-		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size",
+		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size", "cma_min",
 		"fabric_provider", "fabric_load_wait_ms", "agent_port", "default_transport",
 		"offer_timeout_ms", "agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
 		"countersign_key_file",
