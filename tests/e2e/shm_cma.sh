@@ -7,7 +7,8 @@
 #   posted    8 writes of 2 MiB, each once the reader sleeps in its read:
 #             all 16 MiB by single copy, shown by `shunt stat --json`
 #             (single_copy_in/out) while the connection is open
-#   off       the same with cma_min = 0: exact, no single copy
+#   off       the same with the default configuration (cma_min = 0: off):
+#             exact, no single copy
 #   kill      the writer SIGKILLed while it copies 256 MiB into the reader's
 #             buffer: the reader gives the copy up and reads EOF
 #   fault     the reader's buffer half unmapped (the read returns the mapped
@@ -31,6 +32,11 @@ run_cma() {
 	assert_conns shm cma_peer server 1
 	assert_conns shm cma_peer client 1
 }
+
+# Single copy is off by default: every phase but "off" turns it on.
+printf 'cma_min = 256k\n' >"$TMP/cma.conf"
+chmod 644 "$TMP/cma.conf"
+export SHUNT_CONF=$TMP/cma.conf
 
 single_re() { echo "^shunt\\[[0-9]+\\] cma_peer: debug: shm single copy fd=[0-9]+ in=$1 out=$2\$"; }
 
@@ -67,8 +73,7 @@ assert_log_has "$(single_re 16777216 0)"
 assert_log_has "$(single_re 0 16777216)"
 
 shm_phase off shunt
-printf 'cma_min = 0\n' >"$PDIR/off.conf"
-SHUNT_CONF=$PDIR/off.conf run_cma posted
+SHUNT_CONF=$EMPTY_CONF run_cma posted
 assert_log_lacks 'single copy (in|out)'
 
 shm_phase kill shunt

@@ -417,7 +417,7 @@ Test(settings, cma_min)
 	size_t i;
 
 	shunt_config_defaults(&cfg);
-	cr_assert_eq(cfg.cma_min, 256u << 10);
+	cr_assert_eq(cfg.cma_min, 0);
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		snprintf(line, sizeof(line), "cma_min = %s", good[i].v);
 		OK(line);
