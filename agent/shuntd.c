@@ -1,6 +1,7 @@
 /* shuntd: the per-host agent of shunt (see shuntd(8)).
  *
  *   shuntd [--listen ADDR] [--config FILE] [--daemon] [--pidfile FILE] [-v]
+ *          [--sockmap | --sockmap-off]
  *
  * Reads the same shunt.conf as the shims (agent_port, rundir, agent_secret
  * or agent_secret_file, agent_timeout_ms, and its own countersign_key_file),
@@ -27,6 +28,7 @@
 #include "core/shunt_rundir_layout.h"
 #include "core/shunt_stats_read.h"
 #include "shuntd_pending.h"
+#include "shuntd_sockmap.h"
 
 #define SWEEP_MS 5000
 #define REAP_MS 100
@@ -65,14 +67,18 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: shuntd [--listen ADDR] [--config FILE] [--daemon] [--pidfile FILE] [-v]\n"
+		"              [--sockmap | --sockmap-off]\n"
 		"  --listen ADDR   TCP address to listen on (default: every address)\n"
 		"  --config FILE   configuration file (default $SHUNT_CONFIG or %s)\n"
 		"  --daemon        detach (logs then go to /dev/null: prefer the foreground)\n"
 		"  --pidfile FILE  write the pid there\n"
 		"  -v, --verbose   log every request\n"
+		"  --sockmap       also run the sockmap path (as sockmap = on; root)\n"
+		"  --sockmap-off   detach and remove the sockmap path's pins, and exit\n"
 		"  --version       print the version\n"
 		"Keys read from shunt.conf: agent_port, rundir, agent_secret,\n"
-		"agent_secret_file, agent_timeout_ms, countersign_key_file. See shuntd(8).\n",
+		"agent_secret_file, agent_timeout_ms, countersign_key_file, sockmap,\n"
+		"sockmap_cgroup, sockmap_pin. See shuntd(8).\n",
 		SHUNT_DEFAULT_CONFIG);
 }
 
@@ -137,10 +143,11 @@ int main(int argc, char **argv)
 		{"listen", required_argument, 0, 'l'}, {"config", required_argument, 0, 'c'},
 		{"daemon", no_argument, 0, 'd'},       {"pidfile", required_argument, 0, 'p'},
 		{"verbose", no_argument, 0, 'v'},      {"version", no_argument, 0, 'V'},
-		{"help", no_argument, 0, 'h'},	       {0, 0, 0, 0},
+		{"help", no_argument, 0, 'h'},	       {"sockmap", no_argument, 0, 'S'},
+		{"sockmap-off", no_argument, 0, 'O'},  {0, 0, 0, 0},
 	};
 	const char *listen_addr = NULL, *pidfile = NULL;
-	int daemon = 0, c;
+	int daemon = 0, c, sockmap = 0, sockmap_off = 0;
 	while ((c = getopt_long(argc, argv, "l:c:dp:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -164,6 +171,12 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'S':
+			sockmap = 1;
+			break;
+		case 'O':
+			sockmap_off = 1;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -185,6 +198,15 @@ int main(int argc, char **argv)
 	}
 	if (shuntd.cfg.log_level >= SHUNT_LOG_DEBUG)
 		shuntd.log_debug = 1;
+	if (sockmap_off) {
+		if (sockmap_clean(&shuntd.cfg, err, sizeof err) < 0) {
+			fprintf(stderr, "shuntd: %s\n", err);
+			return 1;
+		}
+		return 0;
+	}
+	if (sockmap)
+		shuntd.cfg.sockmap = 1;
 	shuntd.secret_len = agent_secret_get(&shuntd.cfg, shuntd.secret, sizeof shuntd.secret,
 					     err, sizeof err);
 	if (shuntd.secret_len < 0) {
@@ -245,6 +267,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: %s\n", err);
 		return 1;
 	}
+	/* Before detaching, so that what stops it is said where it is run;
+	 * the agent serves without it. */
+	if (shuntd.cfg.sockmap) {
+		if (sockmap_start(&shuntd.cfg, err, sizeof err) < 0)
+			shuntd_log("%s; serving without it", err);
+		else
+			atexit(sockmap_stop); /* every way out but a signal's */
+	}
 	if (daemon && daemonize() < 0) {
 		fprintf(stderr, "shuntd: --daemon: %s\n", strerror(errno));
 		return 1;
@@ -279,6 +309,7 @@ int main(int argc, char **argv)
 		   shuntd.csign_len ? ", offers countersigned" : "");
 	rundir_sweep(shuntd.el, NULL);
 	int rc = ev_run(shuntd.el);
+	sockmap_stop();
 	client_close_all();
 	pending_clear();
 	close(tfd);

@@ -14,6 +14,7 @@
 #include "shunt/version.h"
 #include "shuntd.h"
 #include "shuntd_pending.h"
+#include "shuntd_sockmap.h"
 #include "core/shunt_stats_read.h"
 
 #define NT SHUNT_STATS_TRANSPORTS
@@ -241,6 +242,7 @@ char *metrics_render(size_t *len)
 	for (unsigned i = 1; i < NR && i < SHUNT_R_COUNT; i++)
 		fprintf(f, "shunt_fallbacks_total{reason=\"%s\"} %llu\n", shunt_stats_reason_name(i),
 			(unsigned long long)t.fallbacks[i]);
+	sockmap_metrics(f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

@@ -33,6 +33,7 @@
 #define DEF_CMA_MIN ((size_t)0)
 #define MAX_CMA_MIN ((uint64_t)1 << 30)
 #define DEF_AGENT_PORT 7476u
+#define DEF_SOCKMAP_PIN "/sys/fs/bpf/shunt" /* SHUNT_SM_PIN_DEFAULT */
 #define DEF_OFFER_TIMEOUT_MS 500u
 #define MAX_OFFER_TIMEOUT_MS 60000u
 #define MAX_FABRIC_LOAD_WAIT_MS 60000u
@@ -64,6 +65,9 @@ const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_AGENT_CACHE_S] = { "agent_cache_s", "SHUNT_AGENT_CACHE_S", 0 },
 	[K_AGENT_TIMEOUT_MS] = { "agent_timeout_ms", "SHUNT_AGENT_TIMEOUT_MS", 0 },
 	[K_COUNTERSIGN_KEY_FILE] = { "countersign_key_file", "SHUNT_COUNTERSIGN_KEY_FILE", 1 },
+	[K_SOCKMAP] = { "sockmap", "SHUNT_SOCKMAP", 0 },
+	[K_SOCKMAP_CGROUP] = { "sockmap_cgroup", "SHUNT_SOCKMAP_CGROUP", 1 },
+	[K_SOCKMAP_PIN] = { "sockmap_pin", "SHUNT_SOCKMAP_PIN", 0 },
 	[K_RULE] = { "rule", NULL, 0 },
 };
 
@@ -209,6 +213,7 @@ void shunt_config_defaults(struct shunt_config *c)
 	c->agent_cache_s = DEF_AGENT_CACHE_S;
 	c->agent_timeout_ms = DEF_AGENT_TIMEOUT_MS;
 	c->default_transport = SHUNT_TP_AUTO;
+	strcpy(c->sockmap_pin, DEF_SOCKMAP_PIN);
 }
 
 int shunt_config_is_default(const struct shunt_config *c, int key)
@@ -233,6 +238,9 @@ int shunt_config_is_default(const struct shunt_config *c, int key)
 	case K_AGENT_CACHE_S: return c->agent_cache_s == DEF_AGENT_CACHE_S;
 	case K_AGENT_TIMEOUT_MS: return c->agent_timeout_ms == DEF_AGENT_TIMEOUT_MS;
 	case K_COUNTERSIGN_KEY_FILE: return !c->countersign_key_file[0];
+	case K_SOCKMAP: return c->sockmap == 0;
+	case K_SOCKMAP_CGROUP: return !c->sockmap_cgroup[0];
+	case K_SOCKMAP_PIN: return !strcmp(c->sockmap_pin, DEF_SOCKMAP_PIN);
 	case K_RULE: return c->nrules == 0;
 	case K_COUNT: break;
 	}
@@ -572,6 +580,32 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 		if (copy_abs_path(c->countersign_key_file, val, vn))
 			return shunt_config_fail(err, errlen, origin,
 				    "bad value '%s' for %s (expected an absolute path or \"\")",
+				    q, name);
+		return 0;
+
+	case K_SOCKMAP:
+		if (span_is(val, vn, "yes") || span_is(val, vn, "true") ||
+		    span_is(val, vn, "on") || span_is(val, vn, "1"))
+			c->sockmap = 1;
+		else if (span_is(val, vn, "no") || span_is(val, vn, "false") ||
+			 span_is(val, vn, "off") || span_is(val, vn, "0"))
+			c->sockmap = 0;
+		else
+			return shunt_config_fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected on|off)", q, name);
+		return 0;
+
+	case K_SOCKMAP_CGROUP:
+		if (copy_abs_path(c->sockmap_cgroup, val, vn))
+			return shunt_config_fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an absolute path or \"\")",
+				    q, name);
+		return 0;
+
+	case K_SOCKMAP_PIN:
+		if (vn == 0 || copy_abs_path(c->sockmap_pin, val, vn))
+			return shunt_config_fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an absolute path)",
 				    q, name);
 		return 0;
 

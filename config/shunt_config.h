@@ -93,6 +93,10 @@ struct shunt_config {
 	unsigned agent_timeout_ms;            /* bound on one agent exchange */
 	char countersign_key_file[PATH_MAX];  /* shuntd: the agents' key that
 						 countersigns fabric offers ("" = none) */
+	int sockmap;                          /* shuntd: run the sockmap path */
+	char sockmap_cgroup[PATH_MAX];        /* its cgroup v2 ("" = the root) */
+	char sockmap_pin[PATH_MAX];           /* its pins, in a bpffs; the shims
+						 look there for its mark map */
 	unsigned nrules;
 	struct shunt_rule rules[SHUNT_MAX_RULES];
 };

@@ -74,6 +74,9 @@ static int key_value(const struct shunt_config *c, int k, char *buf, size_t len)
 	case K_AGENT_CACHE_S: return snprintf(buf, len, "%u", c->agent_cache_s);
 	case K_AGENT_TIMEOUT_MS: return snprintf(buf, len, "%u", c->agent_timeout_ms);
 	case K_COUNTERSIGN_KEY_FILE: return text(buf, len, c->countersign_key_file);
+	case K_SOCKMAP: return snprintf(buf, len, "%s", c->sockmap ? "on" : "off");
+	case K_SOCKMAP_CGROUP: return text(buf, len, c->sockmap_cgroup);
+	case K_SOCKMAP_PIN: return text(buf, len, c->sockmap_pin);
 	case K_RULE:
 	case K_COUNT:
 		break;

@@ -35,6 +35,7 @@
 #include "core/shunt_real.h"
 #include "core/shunt_registry.h"
 #include "core/shunt_rendezvous.h"
+#include "core/shunt_sockmap.h"
 #include "core/shunt_transport.h"
 #include "core/shunt_wait.h"
 #include "shm_internal.h"
@@ -160,6 +161,7 @@ static enum shunt_reason shm_connect(int fd, struct shunt_fd *e, const struct so
 		memcpy(c->base.local16, t.caddr, sizeof c->base.local16);
 		c->base.lport = t.cport;
 	}
+	shunt_sm_keep_off(fd);
 	shunt_offer_start(&c->base);
 	e->conn = &c->base;
 	why = SHUNT_R_NONE;

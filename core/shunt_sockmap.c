@@ -1,0 +1,117 @@
+/* The sockmap path's pinned objects, reached with bpf(2) directly: the
+ * library must not load libbpf, and these are four commands. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shunt_sockmap.h"
+
+static long sys_bpf(int cmd, union bpf_attr *a)
+{
+	return syscall(__NR_bpf, cmd, a, sizeof *a);
+}
+
+int shunt_sm_obj_get(const char *dir, const char *name, unsigned flags)
+{
+	char path[512];
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	union bpf_attr a;
+	memset(&a, 0, sizeof a);
+	a.pathname = (uint64_t)(uintptr_t)path;
+	a.file_flags = flags;
+	long fd = sys_bpf(BPF_OBJ_GET, &a);
+	if (fd < 0)
+		return -1;
+	/* bpf(2) makes its fds close-on-exec already. */
+	return (int)fd;
+}
+
+/* Possible CPUs, as the kernel sizes a per-CPU map's values. */
+static int possible_cpus(void)
+{
+	static int n;
+	if (n > 0)
+		return n;
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[256];
+	ssize_t len = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	/* "0-3,5,7-8": the highest number plus one. */
+	int hi = -1;
+	for (char *p = buf; *p;) {
+		if (*p >= '0' && *p <= '9') {
+			int v = 0;
+			while (*p >= '0' && *p <= '9')
+				v = v * 10 + (*p++ - '0');
+			if (v > hi)
+				hi = v;
+		} else {
+			p++;
+		}
+	}
+	n = hi + 1;
+	return n > 0 ? n : -1;
+}
+
+#define MAX_CPUS 1024
+
+int shunt_sm_counters_read(int fd, uint64_t out[SHUNT_SM_NCOUNTERS])
+{
+	int ncpu = possible_cpus();
+	if (ncpu <= 0 || ncpu > MAX_CPUS) {
+		errno = ERANGE;
+		return -1;
+	}
+	static uint64_t vals[MAX_CPUS];
+	for (uint32_t i = 0; i < SHUNT_SM_NCOUNTERS; i++) {
+		union bpf_attr a;
+		memset(&a, 0, sizeof a);
+		a.map_fd = (uint32_t)fd;
+		a.key = (uint64_t)(uintptr_t)&i;
+		a.value = (uint64_t)(uintptr_t)vals;
+		if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &a) < 0)
+			return -1;
+		out[i] = 0;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+	return 0;
+}
+
+int shunt_sm_map_put(int fd, const void *key)
+{
+	uint8_t one = 1;
+	union bpf_attr a;
+	memset(&a, 0, sizeof a);
+	a.map_fd = (uint32_t)fd;
+	a.key = (uint64_t)(uintptr_t)key;
+	a.value = (uint64_t)(uintptr_t)&one;
+	a.flags = BPF_ANY;
+	return sys_bpf(BPF_MAP_UPDATE_ELEM, &a) < 0 ? -1 : 0;
+}
+
+int shunt_sm_attached(const char *dir)
+{
+	char path[512];
+	if (snprintf(path, sizeof path, "%s/%s", dir, SHUNT_SM_PIN_LINK) >= (int)sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (access(path, F_OK) == 0)
+		return 1;
+	if (errno == ENOENT)
+		return access(dir, X_OK) == 0 || errno == ENOENT ? 0 : -1;
+	return -1;
+}
