@@ -1,0 +1,43 @@
+// A Go echo server for tests/e2e/sockmap_e2e.sh: Go's runtime makes its
+// own system calls, so LD_PRELOAD never sees them; the sockmap path does.
+//
+//	sm_echo PORTFILE   listen on 127.0.0.1, write the port, echo one
+//	                   client until its EOF, then close
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+)
+
+func main() {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println("FAIL: listen:", err)
+		os.Exit(1)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	tmp := os.Args[1] + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d\n", port)), 0o644); err != nil {
+		fmt.Println("FAIL: port file:", err)
+		os.Exit(1)
+	}
+	if err := os.Rename(tmp, os.Args[1]); err != nil {
+		fmt.Println("FAIL: port file:", err)
+		os.Exit(1)
+	}
+	c, err := l.Accept()
+	if err != nil {
+		fmt.Println("FAIL: accept:", err)
+		os.Exit(1)
+	}
+	n, err := io.Copy(c, c)
+	if err != nil {
+		fmt.Println("FAIL: echo:", err)
+		os.Exit(1)
+	}
+	c.Close()
+	fmt.Printf("ok echo server go %d\n", n)
+}
