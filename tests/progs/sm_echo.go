@@ -3,6 +3,10 @@
 //
 //	sm_echo PORTFILE   listen on 127.0.0.1, write the port, echo one
 //	                   client until its EOF, then close
+//
+// It echoes with Read and Write, not io.Copy(c, c): that one splices
+// (TCPConn.ReadFrom), and splice(2) does not see the bytes the sockmap
+// path redirects (docs/ARCHITECTURE.md, "The sockmap path").
 package main
 
 import (
@@ -33,10 +37,24 @@ func main() {
 		fmt.Println("FAIL: accept:", err)
 		os.Exit(1)
 	}
-	n, err := io.Copy(c, c)
-	if err != nil {
-		fmt.Println("FAIL: echo:", err)
-		os.Exit(1)
+	var n int64
+	buf := make([]byte, 256<<10)
+	for {
+		r, err := c.Read(buf)
+		if r > 0 {
+			if _, werr := c.Write(buf[:r]); werr != nil {
+				fmt.Println("FAIL: write:", werr)
+				os.Exit(1)
+			}
+			n += int64(r)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Println("FAIL: read:", err)
+			os.Exit(1)
+		}
 	}
 	c.Close()
 	fmt.Printf("ok echo server go %d\n", n)
