@@ -115,3 +115,33 @@ int shunt_sm_attached(const char *dir)
 		return access(dir, X_OK) == 0 || errno == ENOENT ? 0 : -1;
 	return -1;
 }
+
+int shunt_sm_probe(char *why, size_t len)
+{
+	/* A sockhash is what the path needs that a kernel may lack
+	 * (CONFIG_BPF_STREAM_PARSER, CONFIG_NET_SOCK_MSG). */
+	union bpf_attr a;
+	memset(&a, 0, sizeof a);
+	a.map_type = BPF_MAP_TYPE_SOCKHASH;
+	a.key_size = sizeof(struct shunt_sm_key);
+	a.value_size = sizeof(uint64_t);
+	a.max_entries = 1;
+	long fd = sys_bpf(BPF_MAP_CREATE, &a);
+	if (fd >= 0) {
+		close((int)fd);
+		return 1;
+	}
+	int e = errno;
+	if (e == ENOSYS)
+		snprintf(why, len, "this kernel has no bpf(2) (CONFIG_BPF_SYSCALL)");
+	else if (e == EPERM || e == EACCES)
+		snprintf(why, len, "not allowed to make BPF maps here (root, or CAP_BPF and "
+				   "CAP_NET_ADMIN, is needed; unprivileged BPF is off)");
+	else if (e == EINVAL)
+		snprintf(why, len, "this kernel has no sockhash (CONFIG_BPF_STREAM_PARSER, "
+				   "CONFIG_NET_SOCK_MSG)");
+	else
+		snprintf(why, len, "making a sockhash failed: %s", strerror(e));
+	errno = e;
+	return e == EPERM || e == EACCES ? -1 : 0;
+}

@@ -24,6 +24,11 @@ int shunt_sm_map_put(int fd, const void *key);
  * the directory cannot be read (errno). */
 int shunt_sm_attached(const char *dir);
 
+/* Can this kernel run the path, as far as a sockhash can be made: 1; 0
+ * when it lacks something, -1 when this process may not tell (no
+ * privilege); why says it. */
+int shunt_sm_probe(char *why, size_t len);
+
 #ifndef SHUNT_NO_INTERPOSE
 /* The shim: keep socket fd (a client about to connect) off the sockmap
  * path, when a shuntd runs it (a connection offered to shm).  Costs two

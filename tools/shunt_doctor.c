@@ -181,6 +181,7 @@ int shunt_cmd_doctor(int argc, char **argv)
 	doctor_config(d);
 	doctor_rundir(d);
 	doctor_agent(d);
+	doctor_sockmap(d);
 	doctor_fabric(d, d->to ? (struct sockaddr *)&dst : NULL, dlen);
 	if (d->to)
 		doctor_to(d, (struct sockaddr *)&dst, dlen);

@@ -82,6 +82,7 @@ const char *doctor_level_name(enum doctor_level l);
 void doctor_config(struct doctor *d);   /* shunt_doctor.c */
 void doctor_rundir(struct doctor *d);   /* shunt_doctor_rundir.c; sets rundir */
 void doctor_agent(struct doctor *d);    /* shunt_doctor_agent.c */
+void doctor_sockmap(struct doctor *d);  /* shunt_doctor_sockmap.c */
 /* shunt_doctor_fabric.c: sets fab; with --to's destination (NULL: none),
  * whether auto's verbs reaches it. */
 void doctor_fabric(struct doctor *d, const struct sockaddr *dst, socklen_t len);

@@ -114,7 +114,14 @@
 	X(TO_AGENT_SECRET, "to-agent-secret", FAIL, "the same agent_secret on both hosts")         \
 	X(TO_REMOTE_NOT_SHUNT, "to-remote-not-shunt", FAIL,                                        \
 	  "run the server there under shunt with the rundir its shuntd serves; connect to the "    \
-	  "server's own address, not a ClusterIP")
+	  "server's own address, not a ClusterIP")                                               \
+	X(SOCKMAP, "sockmap", OK, "nothing")                                                       \
+	X(SOCKMAP_OFF, "sockmap-off", OK,                                                          \
+	  "nothing; shuntd --sockmap (root) short-cuts local TCP of programs shunt cannot "        \
+	  "preload (Go, static binaries)")                                                         \
+	X(SOCKMAP_UNAVAILABLE, "sockmap-unavailable", WARN,                                        \
+	  "run shuntd as root on a kernel with BPF sockmap support, a cgroup v2 hierarchy and a "  \
+	  "bpffs (its log says what stopped it), or sockmap = off")
 
 enum doctor_level { DOC_OK, DOC_WARN, DOC_FAIL };
 

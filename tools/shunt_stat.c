@@ -26,6 +26,7 @@
 #include "config/shunt_config.h"
 #include "shunt_outfmt.h"
 #include "shunt_stat_listen.h"
+#include "shunt_stat_sockmap.h"
 #include "shunt_statfile.h"
 #include "shunt_tool.h"
 #include "core/shunt_stats_read.h"
@@ -387,14 +388,18 @@ static int one_sample(struct sample *s, const char *rundir)
 		fprintf(stderr, "shunt stat: %s/s: %s\n", rundir, strerror(e));
 		return -1;
 	}
-	if (o->json)
-		printf("],\"stale_removed\":%u}\n", removed);
-	else if (!s->nprocs && o->pid)
+	if (o->json) {
+		printf("],\"stale_removed\":%u", removed);
+		stat_sockmap_json();
+		printf("}\n");
+	} else if (!s->nprocs && o->pid)
 		printf("# process %ld no longer uses shunt in %s\n", o->pid, rundir);
 	else if (!s->nprocs && o->name)
 		printf("# no process named '%s' uses shunt in %s\n", o->name, rundir);
 	else if (!s->nprocs)
 		printf("# no process uses shunt in %s\n", rundir);
+	if (!o->json)
+		stat_sockmap_text();
 	fflush(stdout);
 	/* This sample's connections are the next one's previous. */
 	struct prev *t = s->old;

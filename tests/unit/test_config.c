@@ -1475,7 +1475,7 @@ Test(value, every_key_of_the_table)
 		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size", "cma_min",
 		"fabric_provider", "fabric_load_wait_ms", "agent_port", "default_transport",
 		"offer_timeout_ms", "agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
-		"countersign_key_file",
+		"countersign_key_file", "sockmap", "sockmap_cgroup", "sockmap_pin",
 	};
 	unsigned n = 0;
 	char buf[64];
@@ -1506,6 +1506,24 @@ Test(value, as_a_file_writes_it)
 	cr_assert_str_eq(value_of("rundir"), "\"\"");
 	cr_assert_str_eq(value_of("enable"), "yes");
 	cr_assert_str_eq(value_of("default_transport"), "auto");
+}
+
+Test(value, sockmap_keys)
+{
+	OK("");
+	cr_assert_eq(cfg.sockmap, 0);
+	cr_assert_str_eq(value_of("sockmap"), "off");
+	cr_assert_str_eq(value_of("sockmap_pin"), "/sys/fs/bpf/shunt");
+	cr_assert_str_eq(value_of("sockmap_cgroup"), "\"\"");
+	OK("sockmap = on\nsockmap_cgroup = /sys/fs/cgroup/apps\nsockmap_pin = /run/bpf/s\n");
+	cr_assert_eq(cfg.sockmap, 1);
+	cr_assert_str_eq(value_of("sockmap"), "on");
+	cr_assert_str_eq(cfg.sockmap_cgroup, "/sys/fs/cgroup/apps");
+	cr_assert_str_eq(cfg.sockmap_pin, "/run/bpf/s");
+	BAD("sockmap = maybe\n", "expected on|off");
+	BAD("sockmap_pin = bpf/shunt\n", "expected an absolute path");
+	BAD("sockmap_pin = \"\"\n", "expected an absolute path");
+	BAD("sockmap_cgroup = apps\n", "expected an absolute path");
 }
 
 Test(traced, each_value_names_its_source)

@@ -1,0 +1,84 @@
+/* shunt doctor: the sockmap path (shuntd --sockmap).  Is it attached (a
+ * pinned link under sockmap_pin), and if the configuration asks for it and
+ * it is not, why not: the kernel (a sockhash cannot be made), the rights,
+ * the cgroup v2 hierarchy, the bpffs. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+
+#include "core/shunt_sockmap.h"
+#include "shunt_doctor.h"
+
+#ifndef BPF_FS_MAGIC
+#define BPF_FS_MAGIC 0xcafe4a11
+#endif
+
+static int cgroup2_mounted(void)
+{
+	FILE *f = fopen("/proc/self/mounts", "re");
+	if (!f)
+		return 0;
+	char line[1024];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, " cgroup2 ") != NULL;
+	fclose(f);
+	return found;
+}
+
+void doctor_sockmap(struct doctor *d)
+{
+	const char *pin = d->cfg.sockmap_pin;
+	int att = shunt_sm_attached(pin);
+	if (att > 0) {
+		uint64_t c[SHUNT_SM_NCOUNTERS];
+		int fd = shunt_sm_obj_get(pin, SHUNT_SM_PIN_COUNTERS, BPF_F_RDONLY);
+		if (fd >= 0 && shunt_sm_counters_read(fd, c) == 0)
+			doctor_add(d, DOC_SOCKMAP,
+				   "attached (%s): %llu connection(s), %llu byte(s) redirected so far",
+				   pin, (unsigned long long)c[SHUNT_SM_CONNS],
+				   (unsigned long long)c[SHUNT_SM_BYTES]);
+		else
+			doctor_add(d, DOC_SOCKMAP, "attached (%s; its counters are root's to read)", pin);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char why[200];
+	int ok = shunt_sm_probe(why, sizeof why);
+	if (!d->cfg.sockmap) {
+		if (ok > 0)
+			doctor_add(d, DOC_SOCKMAP_OFF, "not attached (sockmap = off); this kernel can run it");
+		else
+			doctor_add(d, DOC_SOCKMAP_OFF, "not attached (sockmap = off); %s", why);
+		return;
+	}
+	if (ok <= 0) {
+		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE, "sockmap = on but nothing is attached: %s", why);
+		return;
+	}
+	if (!d->cfg.sockmap_cgroup[0] && !cgroup2_mounted()) {
+		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE,
+			   "sockmap = on but nothing is attached: no cgroup v2 hierarchy is mounted");
+		return;
+	}
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", pin);
+	char *slash = strrchr(parent, '/');
+	struct statfs sf;
+	if (slash && slash != parent)
+		*slash = 0;
+	if (strcmp(parent, "/sys/fs/bpf") && (statfs(parent, &sf) < 0 || sf.f_type != BPF_FS_MAGIC)) {
+		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE,
+			   "sockmap = on but nothing is attached: %s is not a bpffs", parent);
+		return;
+	}
+	doctor_add(d, DOC_SOCKMAP_UNAVAILABLE,
+		   "sockmap = on and this kernel can run it, but nothing is attached in %s: is shuntd "
+		   "running (as root)?",
+		   pin);
+}
