@@ -59,7 +59,9 @@ static void usage(FILE *f)
 		"  --pairs N           oversub: pairs at once (default 2 x usable CPUs)\n"
 		"  --fabric auto|yes|no  the shunt-fabric column: when the library has it\n"
 		"                      (default), required, or left out\n"
-		"  --only LIST         columns to run, of ring,unix,tcp,shm,fabric\n"
+		"  --only LIST         columns to run, of ring,unix,tcp,shm,fabric,sockmap\n"
+		"                      (default: all but sockmap, which needs root and runs\n"
+		"                      its own cgroup, bpffs and shuntd --sockmap)\n"
 		"  --csv FILE          every run's figures and the medians, as CSV\n"
 		"  --plot FILE.svg     latency CDFs and throughput bars, as SVG (FILE.png:\n"
 		"                      drawn from the SVG by rsvg-convert, if installed)\n"
@@ -140,6 +142,7 @@ static void on_signal(int sig)
 			kill(running->hog, SIGKILL);
 		if (running->o.netns)
 			bench_netns_down(running); /* namespaces outlive us otherwise */
+		bench_sockmap_down(running);       /* and a cgroup, a bpffs, a shuntd */
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);
@@ -266,7 +269,9 @@ int shunt_cmd_bench(int argc, char **argv)
 	*o = (struct bench_opts){ .rounds = 3, .confirm = 6, .duration = 1, .warmup = 1000,
 				  .sizes = { 64, 4096 }, .nsizes = 2, .stream_size = 65536,
 				  .connects = 1000, .cpus = { -1, -1 }, .fabric = -1,
-				  .only = (1 << BT_COUNT) - 1,
+				  /* sockmap only when asked for: it needs root
+				   * and attaches BPF programs */
+				  .only = ((1 << BT_COUNT) - 1) & ~(1 << BT_SOCKMAP),
 				  .place = { BP_FREE, BP_PINNED, BP_NEIGHBOUR, BP_OVERSUB },
 				  .nplace = BP_COUNT };
 	double x;
@@ -424,6 +429,8 @@ int shunt_cmd_bench(int argc, char **argv)
 		failed = 1;
 		goto out;
 	}
+	if (b->avail[BT_SOCKMAP] && bench_sockmap_up(b) != 0)
+		b->avail[BT_SOCKMAP] = 0;
 	if (bench_start_servers(b) != 0) {
 		failed = 1;
 		goto out;
@@ -514,6 +521,7 @@ out:
 	bench_stop_servers(b);
 	if (o->netns)
 		bench_netns_down(b);
+	bench_sockmap_down(b);
 	running = NULL;
 	child_rmtree(b->rundir);
 	free(b->v);

@@ -37,6 +37,7 @@ enum bench_tp {
 	BT_TCP,     /* kernel TCP over loopback: the reference of the ratios */
 	BT_SHM,     /* the TCP benchmark, both ends under shunt: shm */
 	BT_FABRIC,  /* the same with transport fabric, when the library has it */
+	BT_SOCKMAP, /* kernel TCP, plain programs, shuntd's sockmap path on */
 	BT_COUNT
 };
 
@@ -133,6 +134,10 @@ struct bench {
 	int ns_made[2];
 	pid_t agent[2];                       /* each host's shuntd */
 	int agent_log[2];                     /* its stderr, read until it serves */
+	/* the sockmap column */
+	char sm_cgroup[300];                  /* its processes' cgroup */
+	char sm_bpffs[200];                   /* the bpffs of its shuntd's pins */
+	pid_t sm_agent;                       /* its shuntd */
 };
 
 /* Rounds kept per figure: the rounds, then the confirmation rounds of a
@@ -205,6 +210,10 @@ int bench_large(struct bench *b);
  * what was made). */
 int bench_netns_up(struct bench *b);
 void bench_netns_down(struct bench *b);
+/* shunt_bench_sockmap.c: 0, or -1 with why[BT_SOCKMAP] (bench_sockmap_down
+ * cleans up either way; also on a signal). */
+int bench_sockmap_up(struct bench *b);
+void bench_sockmap_down(struct bench *b);
 /* Does column tp cross the namespace pair? */
 #define BENCH_CROSS(b, tp) ((b)->o.netns && ((tp) == BT_TCP || (tp) == BT_FABRIC))
 

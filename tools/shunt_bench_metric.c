@@ -8,9 +8,10 @@
 #include "shunt_bench.h"
 
 const char *const bench_tp_name[BT_COUNT] = {
-	"raw ring", "unix socket", "kernel TCP", "shunt-shm", "shunt-fabric",
+	"raw ring", "unix socket", "kernel TCP", "shunt-shm", "shunt-fabric", "sockmap",
 };
-const char *const bench_tp_key[BT_COUNT] = { "ring", "unix", "tcp", "shm", "fabric" };
+const char *const bench_tp_key[BT_COUNT] = { "ring", "unix", "tcp", "shm", "fabric",
+						    "sockmap" };
 const char *const bench_place_key[BP_COUNT] = { "free", "pinned", "neighbour", "oversub" };
 
 /* The CSV test name of each test, as bench_metric[].test spells it. */

@@ -22,6 +22,7 @@ static const char *const color[BT_COUNT] = {
 	"#d62728", /* kernel TCP: red, the reference */
 	"#1f77b4", /* shunt-shm: blue */
 	"#2ca02c", /* shunt-fabric: green */
+	"#ff7f0e", /* sockmap: orange */
 };
 
 #define W 1000
@@ -216,7 +217,7 @@ static void bar_panel(FILE *f, const struct bench *b, enum bench_place pl, enum 
 		}
 		/* short column names under the bars */
 		static const char *const shortname[BT_COUNT] = { "ring", "unix", "TCP", "shm",
-								 "fabric" };
+								 "fabric", "sockmap" };
 		text(f, cx, py + ph + 16, "middle", 12, 0, 0, shortname[tp]);
 	}
 }

@@ -137,6 +137,14 @@ static void prefix(const struct bench *b, enum bench_tp tp, struct argv *v, int 
 		add(v, "exec");
 		add(v, "%s", b->ns[side]);
 	}
+	if (tp == BT_SOCKMAP) {
+		/* into the column's cgroup before the program makes a socket */
+		add(v, "sh");
+		add(v, "-c");
+		add(v, "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"");
+		add(v, "%s", b->sm_cgroup);
+		return;
+	}
 	if (!is_shunt(tp))
 		return;
 	add(v, "%s", child_self_exe());
