@@ -40,7 +40,7 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "shunt_sockmap.skel.h"
+#include "bpf/shunt_sockmap.skel.h" /* generated: bpf/CMakeLists.txt */
 
 static struct shunt_sockmap *skel;
 static struct bpf_link *sm_link;

@@ -21,7 +21,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "shunt_sockmap_abi.h"
+#include "core/shunt_sockmap_abi.h"
 
 #define AF_INET 2
 #define AF_INET6 10

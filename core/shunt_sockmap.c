@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "shunt_real.h"
 #include "shunt_sockmap.h"
 
 static long sys_bpf(int cmd, union bpf_attr *a)
@@ -43,8 +44,8 @@ static int possible_cpus(void)
 	if (fd < 0)
 		return -1;
 	char buf[256];
-	ssize_t len = read(fd, buf, sizeof buf - 1);
-	close(fd);
+	ssize_t len = REAL(read)(fd, buf, sizeof buf - 1);
+	REAL(close)(fd);
 	if (len <= 0)
 		return -1;
 	buf[len] = 0;
@@ -128,7 +129,7 @@ int shunt_sm_probe(char *why, size_t len)
 	a.max_entries = 1;
 	long fd = sys_bpf(BPF_MAP_CREATE, &a);
 	if (fd >= 0) {
-		close((int)fd);
+		REAL(close)((int)fd);
 		return 1;
 	}
 	int e = errno;

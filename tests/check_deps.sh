@@ -15,16 +15,17 @@ rules='
 config/*        *         config/
 core/*          *         core/ config/
 agent/agent_*   agent_*   config/
-agent/shuntd*   *         agent/ core/ config/
+agent/shuntd*   *         agent/ core/ config/ bpf/shunt_sockmap.skel.h
 shm/*           *         shm/ core/ config/
 fabric/*        *         fabric/ core/ config/ agent/agent_proto.h agent/agent_hmac.h agent/agent_client.h
 preload/*       *         preload/ core/ config/
 tools/*         *         tools/ core/ config/ bench/bench_util.h agent/agent_proto.h agent/agent_client.h
 bench/*         *         bench/ shm/shm_ring.h
+bpf/*           *         core/shunt_sockmap_abi.h
 '
 
 bad=0
-for f in config/* core/* agent/* shm/* fabric/* preload/* tools/* bench/*; do
+for f in config/* core/* agent/* shm/* fabric/* preload/* tools/* bench/* bpf/*; do
 	case $f in *.c | *.h) ;; *) continue ;; esac
 	rule=$(printf '%s\n' "$rules" | while read -r glob rest; do
 		[ -n "$glob" ] || continue
