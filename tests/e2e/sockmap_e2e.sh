@@ -181,6 +181,15 @@ t_plain() {
 	(($(redirected_bytes) - b0 >= 80 * 1048576)) ||
 		die "the bytes were not redirected ($b0 -> $(redirected_bytes))"
 	note "rcvbuf writer: $(head -n 1 "$PDIR/client-rcvbuf.out"); rst: $(grep -c '^note: EAGAIN' "$PDIR/client-rst.out" || true) EAGAIN"
+	# What the tools say, from the pinned counters.
+	local out
+	out=$(SHUNT_CONFIG=$TMP/shim.conf "$SHUNT" stat --rundir "$RUNDIR" 2>&1) || die "shunt stat: $out"
+	[[ $out =~ "# sockmap: attached: connections="([0-9]+) ]] && ((BASH_REMATCH[1] >= 4)) ||
+		die "shunt stat does not show the connections: $out"
+	out=$(SHUNT_CONFIG=$TMP/shim.conf "$SHUNT" stat --json --rundir "$RUNDIR" 2>&1) || die "shunt stat --json: $out"
+	[[ $out == *'"sockmap":{"attached":true,"connections":'* ]] || die "shunt stat --json: $out"
+	out=$(SHUNT_CONFIG=$TMP/shim.conf "$SHUNT" doctor 2>&1 || true)
+	grep -q '^OK  *sockmap: attached' <<<"$out" || die "shunt doctor: $(grep sockmap <<<"$out")"
 }
 
 t_go() {
