@@ -16,6 +16,10 @@
  *   rcvbuf  the server's SO_RCVBUF is 4 KiB and it reads nothing until the
  *           client, writing without blocking, has seen EAGAIN (told through
  *           FIFO); then 32 MiB arrive intact
+ *   splice  the echo scenario's client; the server echoes with splice(2)
+ *           through a pipe, as Go's io.Copy between two TCPConns does
+ *           (on a redirected socket splice does not see the redirected
+ *           bytes: sockmap_e2e runs it only with SM_SPLICE=1)
  *   hold    the client sends 64 KiB and prints "sent"; both ends then wait
  *           for a line on stdin (the sockets leave the sockmap meanwhile),
  *           the server checks the 64 KiB and answers 64 KiB, checked too
@@ -167,6 +171,27 @@ static void server(const char *sc, int fd, const char *fifo)
 			if (swrite(fd, buf, (size_t)n) != n)
 				fail_errno("write");
 		}
+	} else if (!strcmp(sc, "splice")) {
+		int pp[2];
+		if (pipe(pp) < 0)
+			fail_errno("pipe");
+		for (;;) {
+			ssize_t n = splice(fd, NULL, pp[1], NULL, 1 << 20, SPLICE_F_MOVE);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				fail_errno("splice from the socket");
+			if (n == 0)
+				break;
+			while (n > 0) {
+				ssize_t m = splice(pp[0], NULL, fd, NULL, (size_t)n, SPLICE_F_MOVE);
+				if (m < 0 && errno == EINTR)
+					continue;
+				if (m <= 0)
+					fail_errno("splice to the socket");
+				n -= m;
+			}
+		}
 	} else if (!strcmp(sc, "peek")) {
 		struct pollfd p = {fd, POLLIN, 0};
 		if (poll(&p, 1, 30000) != 1 || !(p.revents & POLLIN))
@@ -215,7 +240,7 @@ static void server(const char *sc, int fd, const char *fifo)
 
 static void client(const char *sc, int fd, const char *fifo)
 {
-	if (!strcmp(sc, "echo")) {
+	if (!strcmp(sc, "echo") || !strcmp(sc, "splice")) {
 		pid_t pid = fork();
 		if (pid < 0)
 			fail_errno("fork");
