@@ -336,6 +336,6 @@ void sockmap_metrics(FILE *f)
 		(unsigned long long)c[SHUNT_SM_SKIP_RULE]);
 	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"remote\"} %llu\n",
 		(unsigned long long)c[SHUNT_SM_SKIP_REMOTE]);
-	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"map-full\"} %llu\n",
+	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"refused\"} %llu\n",
 		(unsigned long long)c[SHUNT_SM_ADD_FAILED]);
 }

@@ -36,7 +36,7 @@ enum shunt_sm_counter {
 	SHUNT_SM_SKIP_SHIM,       /* ends kept out: the shim's (shm) */
 	SHUNT_SM_SKIP_RULE,       /* ends kept out by a rule (kernel) */
 	SHUNT_SM_SKIP_REMOTE,     /* ends kept out: the peer is not on this host */
-	SHUNT_SM_ADD_FAILED,      /* the sockhash refused a socket */
+	SHUNT_SM_ADD_FAILED,      /* the sockhash refused a socket (full; in another sockmap) */
 	SHUNT_SM_NCOUNTERS
 };
 

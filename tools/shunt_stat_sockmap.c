@@ -41,7 +41,7 @@ void stat_sockmap_text(void)
 	}
 	printf("# sockmap: attached: connections=%llu sockets=%llu redirected sends=%llu "
 	       "bytes=%llu, to tcp sends=%llu; kept off: shim=%llu rule-kernel=%llu remote=%llu "
-	       "map-full=%llu\n",
+	       "refused=%llu\n",
 	       (unsigned long long)c[SHUNT_SM_CONNS], (unsigned long long)c[SHUNT_SM_SOCKS_ADDED],
 	       (unsigned long long)c[SHUNT_SM_MSGS], (unsigned long long)c[SHUNT_SM_BYTES],
 	       (unsigned long long)c[SHUNT_SM_MISSES], (unsigned long long)c[SHUNT_SM_SKIP_SHIM],
@@ -61,7 +61,7 @@ void stat_sockmap_json(void)
 	}
 	printf(",\"sockmap\":{\"attached\":true,\"connections\":%llu,\"sockets\":%llu,"
 	       "\"redirected_sends\":%llu,\"redirected_bytes\":%llu,\"tcp_sends\":%llu,"
-	       "\"kept_off\":{\"shim\":%llu,\"rule-kernel\":%llu,\"remote\":%llu,\"map-full\":%llu}}",
+	       "\"kept_off\":{\"shim\":%llu,\"rule-kernel\":%llu,\"remote\":%llu,\"refused\":%llu}}",
 	       (unsigned long long)c[SHUNT_SM_CONNS], (unsigned long long)c[SHUNT_SM_SOCKS_ADDED],
 	       (unsigned long long)c[SHUNT_SM_MSGS], (unsigned long long)c[SHUNT_SM_BYTES],
 	       (unsigned long long)c[SHUNT_SM_MISSES], (unsigned long long)c[SHUNT_SM_SKIP_SHIM],
