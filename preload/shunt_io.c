@@ -231,19 +231,103 @@ static void kernel_only(int fd)
 		shunt_conn_demote(fd, e, SHUNT_R_UNSUPPORTED);
 }
 
+/* Bytes a copying sendfile moves per step (on the stack). */
+#define SENDFILE_STEP 16384
+
+/* sendfile to a non-blocking accelerated socket, by copying: moving the
+ * connection to TCP first would replay the bytes its peer has not read yet
+ * to the socket, and a socket buffer smaller than them would make the
+ * replay wait for a reader that may be this very thread (an event loop).
+ * Copied, the call takes what the transport has room for now, as the
+ * kernel's takes what the socket buffer has room for, and says EAGAIN when
+ * there is none.  The file's offset moves by what was sent.  -2: the file
+ * cannot be read at an offset (a pipe): the caller moves the connection to
+ * TCP instead. */
+static ssize_t sendfile_copy(struct shunt_conn *c, int in, off64_t *off, size_t n)
+{
+	off64_t pos;
+	if (off)
+		pos = *off;
+	else if ((pos = lseek64(in, 0, SEEK_CUR)) < 0)
+		return -2;
+	if (n > 0x7ffff000)
+		n = 0x7ffff000; /* the kernel's limit per call */
+	char buf[SENDFILE_STEP];
+	size_t done = 0;
+	while (done < n) {
+		size_t want = n - done < sizeof buf ? n - done : sizeof buf;
+		ssize_t r = pread64(in, buf, want, pos + (off64_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == ESPIPE && !done && !off)
+			return -2;
+		if (r < 0)
+			return done ? (ssize_t)done : -1;
+		if (r == 0)
+			break;
+		struct iovec v = {buf, (size_t)r};
+		struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+		ssize_t w = c->ops->data->sendmsg(c, &m, MSG_DONTWAIT);
+		if (w < 0) {
+			if (!done)
+				return -1;
+			break;
+		}
+		done += (size_t)w;
+		if (w < r)
+			break; /* no more room now */
+	}
+	if (off)
+		*off = pos + (off64_t)done;
+	else if (done)
+		lseek64(in, pos + (off64_t)done, SEEK_SET);
+	return (ssize_t)done;
+}
+
+/* A copying sendfile when out is a non-blocking accelerated socket and in
+ * is not one; -2 otherwise (or when in cannot be read at an offset). */
+static ssize_t sendfile_accel(int out, int in, off64_t *off, size_t n)
+{
+	struct shunt_fd *e = shunt_fd_peek(out);
+	struct shunt_conn *c;
+	if (likely(!e) || shunt_fd_kind(e) != SHUNT_FD_ACCEL || shunt_fd_accel(in) ||
+	    !(c = shunt_conn_get(e)))
+		return -2;
+	if (!__atomic_load_n(&c->nonblock, __ATOMIC_RELAXED)) {
+		shunt_conn_put(c);
+		return -2;
+	}
+	ssize_t r = sendfile_copy(c, in, off, n);
+	if (r == -2) {
+		shunt_conn_put(c);
+		return -2;
+	}
+	return done(c, r);
+}
+
 SHUNT_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
+	off64_t o = off ? *off : 0;
+	ssize_t r = sendfile_accel(out, in, off ? &o : NULL, n);
+	if (r != -2) {
+		if (off)
+			*off = (off_t)o;
+		return r;
+	}
 	kernel_only(out);
 	kernel_only(in);
-	ssize_t r = REAL(sendfile)(out, in, off, n);
+	r = REAL(sendfile)(out, in, off, n);
 	return kernel_out(shunt_fd_peek(out), r);
 }
 
 SHUNT_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 {
+	ssize_t r = sendfile_accel(out, in, off, n);
+	if (r != -2)
+		return r;
 	kernel_only(out);
 	kernel_only(in);
-	ssize_t r = REAL(sendfile64)(out, in, off, n);
+	r = REAL(sendfile64)(out, in, off, n);
 	return kernel_out(shunt_fd_peek(out), r);
 }
 
