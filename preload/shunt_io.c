@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "core/shunt_conn.h"
+#include "core/shunt_decide.h"
+#include "core/shunt_kernel_only.h"
 #include "core/shunt_real.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -67,6 +69,24 @@ static inline int kernel_mmsg(struct shunt_fd *e, int r, const struct mmsghdr *v
 	    !(c = shunt_conn_get(e)))                                           \
 		return count(e, REAL(call)(__VA_ARGS__))
 
+/* After ACCEL_OR_REAL in a receive call: flags that read the socket's own
+ * state, not the stream (urgent data, the error queue), go to it as they
+ * are. */
+#define KERNEL_RECV_FLAGS(count, call, ...)                                     \
+	if (unlikely(flags & SHUNT_KERNEL_RECV_FLAGS)) {                        \
+		shunt_conn_put(c);                                              \
+		return count(e, REAL(call)(__VA_ARGS__));                       \
+	}
+
+/* After ACCEL_OR_REAL in a send call: flags only the kernel's socket
+ * honours (urgent data, zero-copy) move the connection there first. */
+#define KERNEL_SEND_FLAGS(count, call, ...)                                     \
+	if (unlikely(flags & (MSG_OOB | MSG_ZEROCOPY))) {                       \
+		shunt_conn_put(c);                                              \
+		shunt_kernel_only(fd, shunt_kernel_only_send(flags));           \
+		return count(e, REAL(call)(__VA_ARGS__));                       \
+	}
+
 static ssize_t done(struct shunt_conn *c, ssize_t r)
 {
 	if (r >= 0) {
@@ -120,6 +140,7 @@ SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 SHUNT_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
 {
 	ACCEL_OR_REAL(kernel_recv, recv, fd, b, n, flags);
+	KERNEL_RECV_FLAGS(kernel_recv, recv, fd, b, n, flags);
 	return accel_recv(c, b, n, flags);
 }
 
@@ -134,6 +155,7 @@ SHUNT_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags,
 			      struct sockaddr *sa, socklen_t *len)
 {
 	ACCEL_OR_REAL(kernel_recv, recvfrom, fd, b, n, flags, sa, len);
+	KERNEL_RECV_FLAGS(kernel_recv, recvfrom, fd, b, n, flags, sa, len);
 	struct iovec v = {b, n};
 	struct msghdr m = {.msg_name = sa, .msg_namelen = len ? *len : 0,
 			   .msg_iov = &v, .msg_iovlen = 1};
@@ -154,6 +176,7 @@ SHUNT_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t size, int 
 SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	ACCEL_OR_REAL(kernel_recv, recvmsg, fd, m, flags);
+	KERNEL_RECV_FLAGS(kernel_recv, recvmsg, fd, m, flags);
 	return done(c, c->ops->data->recvmsg(c, m, nb(c, flags)));
 }
 
@@ -161,6 +184,7 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags,
 			  struct timespec *t)
 {
 	ACCEL_OR_REAL(kernel_mmsg_in, recvmmsg, fd, v, n, flags, t);
+	KERNEL_RECV_FLAGS(kernel_mmsg_in, recvmmsg, fd, v, n, flags, t);
 	/* On a stream each message is one recvmsg; only the first may block,
 	 * as with MSG_WAITFORONE. */
 	unsigned i;
@@ -192,26 +216,97 @@ SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
 SHUNT_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
 {
 	ACCEL_OR_REAL(kernel_out, send, fd, b, n, flags);
+	KERNEL_SEND_FLAGS(kernel_out, send, fd, b, n, flags);
 	return accel_send(c, b, n, flags);
+}
+
+/* sendto/sendmsg with MSG_FASTOPEN on a socket not connected yet: the
+ * kernel connects inside the call, with the data in its SYN.  That
+ * connection stays on the kernel path (fastopen), decided and logged as a
+ * connect() would be.  Returns the call's result. */
+static ssize_t fastopen(int fd, const struct sockaddr *sa, socklen_t len, ssize_t (*call)(int, const void *, int), const void *arg)
+{
+	struct shunt_fd *e = shunt_fd_peek(fd);
+	if (shunt_active() && sa && len >= sizeof(sa_family_t) &&
+	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+		if (!e || shunt_fd_kind(e) == SHUNT_FD_UNKNOWN)
+			e = shunt_conn_classify(fd);
+	} else {
+		e = NULL;
+	}
+	if (!e || shunt_fd_kind(e) != SHUNT_FD_TCP)
+		return call(fd, arg, MSG_FASTOPEN);
+	shunt_kernel_only(fd, SHUNT_R_FASTOPEN);
+	shunt_conn_on_connect(fd, e, sa, len);
+	ssize_t r = call(fd, arg, MSG_FASTOPEN);
+	int saved = errno;
+	if (r >= 0 || errno == EINPROGRESS || errno == EALREADY) {
+		shunt_conn_decided(fd, e, sa, len);
+		kernel_out(e, r);
+	} else {
+		/* Not connected: it may be tried again. */
+		int keep = e->flags & (SHUNT_FDF_TIMEO | SHUNT_FDF_KERNEL_ONLY);
+		shunt_conn_new_tcp(fd, e->flags & SHUNT_FDF_NONBLOCK);
+		e->flags |= (uint8_t)keep;
+		e->reason = SHUNT_R_FASTOPEN;
+	}
+	errno = saved;
+	return r;
+}
+
+struct sendto_args {
+	const void *b;
+	size_t n;
+	int flags;
+	const struct sockaddr *sa;
+	socklen_t len;
+};
+
+static ssize_t sendto_call(int fd, const void *p, int fl)
+{
+	const struct sendto_args *a = p;
+	return REAL(sendto)(fd, a->b, a->n, a->flags | fl, a->sa, a->len);
+}
+
+struct sendmsg_args {
+	const struct msghdr *m;
+	int flags;
+};
+
+static ssize_t sendmsg_call(int fd, const void *p, int fl)
+{
+	const struct sendmsg_args *a = p;
+	return REAL(sendmsg)(fd, a->m, a->flags | fl);
 }
 
 SHUNT_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags,
 			    const struct sockaddr *sa, socklen_t len)
 {
+	if (unlikely(flags & MSG_FASTOPEN)) {
+		struct sendto_args a = {b, n, flags, sa, len};
+		return fastopen(fd, sa, len, sendto_call, &a);
+	}
 	ACCEL_OR_REAL(kernel_out, sendto, fd, b, n, flags, sa, len);
+	KERNEL_SEND_FLAGS(kernel_out, sendto, fd, b, n, flags, sa, len);
 	/* A connected TCP socket ignores the address, as the kernel does. */
 	return accel_send(c, b, n, flags);
 }
 
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
+	if (unlikely(flags & MSG_FASTOPEN) && m) {
+		struct sendmsg_args a = {m, flags};
+		return fastopen(fd, m->msg_name, m->msg_namelen, sendmsg_call, &a);
+	}
 	ACCEL_OR_REAL(kernel_out, sendmsg, fd, m, flags);
+	KERNEL_SEND_FLAGS(kernel_out, sendmsg, fd, m, flags);
 	return done(c, c->ops->data->sendmsg(c, m, nb(c, flags)));
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 {
 	ACCEL_OR_REAL(kernel_mmsg_out, sendmmsg, fd, v, n, flags);
+	KERNEL_SEND_FLAGS(kernel_mmsg_out, sendmmsg, fd, v, n, flags);
 	unsigned i;
 	for (i = 0; i < n; i++) {
 		ssize_t r = c->ops->data->sendmsg(c, &v[i].msg_hdr, nb(c, flags));

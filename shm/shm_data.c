@@ -545,8 +545,12 @@ int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 		errno = ENOTTY;
 		return -1;
 	}
-	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx),
-				  c->tx.size - shm_ring_space(&c->tx));
+	/* SIOCOUTQ counts what the peer has not acknowledged yet.  A byte in
+	 * the ring is already where the peer reads it, as a byte in its
+	 * receive queue is, acknowledged: none.  (A program that waits for
+	 * SIOCOUTQ to reach 0 before it closes would otherwise wait for its
+	 * peer to read.) */
+	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx), 0);
 }
 
 short shm_poll(struct shunt_conn *b, short events)
