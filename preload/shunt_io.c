@@ -379,8 +379,10 @@ static ssize_t sendfile_copy(struct shunt_conn *c, int in, off64_t *off, size_t 
 	return (ssize_t)done;
 }
 
-/* A copying sendfile when out is a non-blocking accelerated socket and in
- * is not one; -2 otherwise (or when in cannot be read at an offset). */
+/* A copying sendfile when out is a non-blocking accelerated socket with
+ * bytes its peer has not consumed yet, and in is not a socket of ours; -2
+ * otherwise (or when in cannot be read at an offset): the caller moves the
+ * connection to TCP. */
 static ssize_t sendfile_accel(int out, int in, off64_t *off, size_t n)
 {
 	struct shunt_fd *e = shunt_fd_peek(out);
@@ -388,7 +390,13 @@ static ssize_t sendfile_accel(int out, int in, off64_t *off, size_t n)
 	if (likely(!e) || shunt_fd_kind(e) != SHUNT_FD_ACCEL || shunt_fd_accel(in) ||
 	    !(c = shunt_conn_get(e)))
 		return -2;
-	if (!__atomic_load_n(&c->nonblock, __ATOMIC_RELAXED)) {
+	/* Moving to TCP keeps the kernel's semantics from then on (its
+	 * buffer sizes, a reset from a peer that closes with bytes unread),
+	 * and costs no wait when the peer has consumed everything: there is
+	 * nothing to replay. */
+	int unconsumed = 0;
+	if (!__atomic_load_n(&c->nonblock, __ATOMIC_RELAXED) ||
+	    c->ops->data->ioctl(c, SHUNT_IOC_UNCONSUMED, &unconsumed) < 0 || unconsumed == 0) {
 		shunt_conn_put(c);
 		return -2;
 	}

@@ -550,7 +550,8 @@ int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 	 * receive queue is, acknowledged: none.  (A program that waits for
 	 * SIOCOUTQ to reach 0 before it closes would otherwise wait for its
 	 * peer to read.) */
-	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx), 0);
+	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx), 0,
+				  c->tx.size - shm_ring_space(&c->tx));
 }
 
 short shm_poll(struct shunt_conn *b, short events)
