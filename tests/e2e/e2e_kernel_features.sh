@@ -8,6 +8,9 @@
 #   nb_sendfile       sendfile() on a non-blocking socket in a one-thread
 #                     loop, the reader behind: no wait, every byte in order;
 #                     stays shm (the call copies into the ring)
+#   listen_churn      40 listeners made and closed: shunt keeps no fd for
+#                     one that is gone (an application's margin under its
+#                     fd limit is its own)
 #   kernel_features   one run per row of docs/TROUBLESHOOTING.md "Kernel-only
 #                     socket features": works on shm, or moves to TCP (or
 #                     stays there) with its reason
@@ -56,6 +59,16 @@ t_nb_sendfile() {
 	on_shm nb_sendfile 1
 }
 
+t_listen_churn() {
+	shm_phase listen_churn-plain plain
+	runx "$PROGS/listen_churn" 0 >"$PDIR/out" 2>"$PDIR/err" || die "listen_churn (plain): $(cat "$PDIR/out" "$PDIR/err")"
+	# shunt's own: the arena, the stats file, the offers' lock, the log.
+	shm_phase listen_churn-shunt shunt
+	runx "$PROGS/listen_churn" 4 >"$PDIR/out" 2>"$PDIR/err" || die "listen_churn (shunt): $(cat "$PDIR/out" "$PDIR/err")"
+	check_logs
+	on_shm listen_churn 40
+}
+
 t_row() {
 	local row=$1 P=kernel_features unavailable=0
 	run_both "kf-$row" "$PROGS/kernel_features" "$row"
@@ -96,6 +109,7 @@ t_row() {
 
 subtest peer_closed_send t_peer_closed_send
 subtest nb_sendfile t_nb_sendfile
+subtest listen_churn t_listen_churn
 for row in ktls zerocopy oob fastopen filter repair queues info linger; do
 	subtest "$row" t_row "$row"
 done
