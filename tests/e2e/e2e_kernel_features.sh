@@ -114,4 +114,6 @@ for row in ktls zerocopy oob fastopen filter repair queues info linger; do
 	subtest "$row" t_row "$row"
 done
 finish_subtests
+compat_row "tests/progs: peer_closed_send, nb_sendfile, listen_churn, kernel_features (9 rows)" \
+	"shunt ${SHUNT_VERSION:-}" "pass" "pass, same output; moves and reasons as docs/TROUBLESHOOTING.md says"
 pass
