@@ -21,11 +21,13 @@ Programs run by the test suite plainly and under `shunt run` on one host
 (both ends under shunt, so shm is the transport to take), written by
 `scripts/compat_matrix.py` from the rows the end-to-end tests leave in the
 build (`compat/`): do not edit by hand.  "plain" and "under shunt" are each
-test's own verdicts (its bytes, values and exit codes compared); the
-transport column adds up shunt's exit summaries of every process of the
-test: connections on shm and on the kernel path, with the reasons for the
-latter (`peer-demoted` counts the other end of a move; docs/TROUBLESHOOTING.md
-explains each code).  The CPython rows run CPython's own socket tests
+test's own verdicts (its bytes, values and exit codes compared).  The
+transport column counts connection ends as shunt decided them (each end
+decides: a pair on shm counts 2), from shunt's logs of every process of the
+test: on shm, on the kernel path with its reason, and `moved:R` for an end
+that left shm for TCP with reason R (`peer-demoted`: its peer moved first);
+docs/TROUBLESHOOTING.md explains each code.  The CPython rows, logged at
+`info`, add up the processes' exit summaries instead.  The CPython rows run CPython's own socket tests
 (Debian's `libpython3.11-testsuite`) under shunt and compare every test with
 a plain run (`tests/e2e/cpython_suite.sh`; the tests not held to it are in
 `tests/e2e/cpython_known.txt`).
