@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "core/shunt_conn.h"
 #include "core/shunt_decide.h"
@@ -380,7 +381,7 @@ static ssize_t sendfile_copy(struct shunt_conn *c, int in, off64_t *off, size_t 
 }
 
 /* A copying sendfile when out is a non-blocking accelerated socket with
- * bytes its peer has not consumed yet, and in is not a socket of ours; -2
+ * bytes either end has not consumed yet, and in is not a socket of ours; -2
  * otherwise (or when in cannot be read at an offset): the caller moves the
  * connection to TCP. */
 static ssize_t sendfile_accel(int out, int in, off64_t *off, size_t n)
@@ -392,11 +393,14 @@ static ssize_t sendfile_accel(int out, int in, off64_t *off, size_t n)
 		return -2;
 	/* Moving to TCP keeps the kernel's semantics from then on (its
 	 * buffer sizes, a reset from a peer that closes with bytes unread),
-	 * and costs no wait when the peer has consumed everything: there is
-	 * nothing to replay. */
-	int unconsumed = 0;
+	 * and costs no wait when neither end has anything to replay: the
+	 * peer has consumed all we sent, and we all it sent (its replay,
+	 * made in its next call, could wait for us: in an event loop, this
+	 * thread). */
+	int unconsumed = 0, unread = 0;
 	if (!__atomic_load_n(&c->nonblock, __ATOMIC_RELAXED) ||
-	    c->ops->data->ioctl(c, SHUNT_IOC_UNCONSUMED, &unconsumed) < 0 || unconsumed == 0) {
+	    c->ops->data->ioctl(c, SHUNT_IOC_UNCONSUMED, &unconsumed) < 0 ||
+	    c->ops->data->ioctl(c, FIONREAD, &unread) < 0 || (unconsumed == 0 && unread == 0)) {
 		shunt_conn_put(c);
 		return -2;
 	}

@@ -6,8 +6,9 @@
 #   peer_closed_send  sends after the peer closed: the first accepted, the
 #                     next EPIPE with SIGPIPE, MSG_NOSIGNAL without; stays shm
 #   nb_sendfile       sendfile() on a non-blocking socket in a one-thread
-#                     loop, the reader behind: no wait, every byte in order;
-#                     stays shm (the call copies into the ring)
+#                     loop, the reader behind (and, --reverse, the reader's
+#                     own bytes unread by the writer): no wait, every byte
+#                     in order; stays shm (the call copies into the ring)
 #   listen_churn      40 listeners made and closed: shunt keeps no fd for
 #                     one that is gone (an application's margin under its
 #                     fd limit is its own)
@@ -55,7 +56,10 @@ t_peer_closed_send() {
 
 t_nb_sendfile() {
 	run_both nb_sendfile "$PROGS/nb_sendfile" 127.0.0.1 "$TMP"
-	grep -q "checked$" "$PDIR/out" || die "no checked stream"
+	grep -q "checked, 0 back$" "$PDIR/out" || die "no checked stream"
+	on_shm nb_sendfile 1
+	run_both nb_sendfile-reverse "$PROGS/nb_sendfile" --reverse 127.0.0.1 "$TMP"
+	grep -q "checked, 524288 back$" "$PDIR/out" || die "no checked stream (reverse)"
 	on_shm nb_sendfile 1
 }
 

@@ -8,7 +8,14 @@
  * call never blocks.  The reader checks every byte of the stream at its
  * offset; the output is the same plainly and under shunt.
  *
- *   nb_sendfile [HOST] [TMPDIR] */
+ * With --reverse the reader also sends first (a stream the writer reads
+ * only once its own is out; small buffers that way too), and the writer's
+ * first call is sendfile():
+ * nothing of the writer's waits for its peer, but the peer's bytes wait
+ * for it, and moving the connection to TCP would have the peer replay them
+ * in its next call, which this thread makes.
+ *
+ *   nb_sendfile [--reverse] [HOST] [TMPDIR] */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +37,11 @@
 int main(int argc, char **argv)
 {
 	prog_name = "nb_sendfile";
+	int reverse = argc > 1 && strcmp(argv[1], "--reverse") == 0;
+	if (reverse) {
+		argv++;
+		argc--;
+	}
 	const char *host = argc > 1 ? argv[1] : "127.0.0.1";
 	const char *dir = argc > 2 ? argv[2] : "/tmp";
 	watchdog(60);
@@ -53,10 +65,26 @@ int main(int argc, char **argv)
 	int small = 4096;
 	if (setsockopt(s, SOL_SOCKET, SO_SNDBUF, &small, sizeof small) < 0)
 		fail_errno("SO_SNDBUF");
+	if (reverse && (setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) < 0 ||
+			setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof small) < 0))
+		fail_errno("SO_RCVBUF/SO_SNDBUF");
 	set_nonblock(s, 1);
 	set_nonblock(c, 1);
 
-	uint64_t wpos = 0, rpos = 0;
+	/* --reverse: the sendfile comes first, after the peer's own bytes. */
+	uint64_t wpos = reverse ? PART_A : 0, rpos = wpos;
+	uint64_t bpos = 0, bread = 0; /* the peer's stream (seed 8), sent and read */
+	uint64_t back = reverse ? 512u * 1024 : 0;
+	while (bpos < back) {
+		size_t n = back - bpos < sizeof buf ? back - bpos : sizeof buf;
+		gen_bytes(SEED + 1, bpos, buf, n);
+		ssize_t r = send(c, buf, n, MSG_DONTWAIT);
+		if (r < 0 && errno == EAGAIN)
+			break; /* the rest once the writer reads */
+		if (r <= 0)
+			fail_errno("send back at %llu", (unsigned long long)bpos);
+		bpos += (uint64_t)r;
+	}
 	off_t foff = 0;
 	unsigned sendfiles = 0;
 	int shut = 0;
@@ -88,28 +116,58 @@ int main(int argc, char **argv)
 				fail_errno("shutdown");
 			shut = 1;
 		}
-		struct pollfd p[2] = {{c, POLLIN, 0}, {s, POLLOUT, 0}};
-		if (poll(p, shut ? 1 : 2, 30000) <= 0)
+		/* The peer's stream, once the writer's own is out. */
+		while (shut && bread < back) {
+			ssize_t r = recv(s, buf, sizeof buf, MSG_DONTWAIT);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			if (r <= 0)
+				fail_errno("recv back at %llu", (unsigned long long)bread);
+			long long bad = gen_check(SEED + 1, bread, buf, (size_t)r);
+			if (bad >= 0)
+				fail("back byte %llu differs", (unsigned long long)bread + (unsigned long long)bad);
+			bread += (uint64_t)r;
+		}
+		while (bpos < back) {
+			size_t n = back - bpos < sizeof buf ? back - bpos : sizeof buf;
+			gen_bytes(SEED + 1, bpos, buf, n);
+			ssize_t r = send(c, buf, n, MSG_DONTWAIT);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			if (r <= 0)
+				fail_errno("send back at %llu", (unsigned long long)bpos);
+			bpos += (uint64_t)r;
+		}
+		if (shut && rpos == TOTAL && bread == back)
+			break;
+		struct pollfd p[3] = {{c, POLLIN, 0}, {s, shut ? POLLIN : POLLOUT, 0}, {c, POLLOUT, 0}};
+		int np = bpos < back ? 3 : 2;
+		if (rpos == TOTAL) { /* only the peer's stream is left */
+			p[0].events = 0;
+		}
+		if (poll(p, (nfds_t)np, 30000) <= 0)
 			fail("poll: nothing ready after 30 s (read %llu, written %llu)",
 			     (unsigned long long)rpos, (unsigned long long)wpos);
-		if (p[0].revents) {
-			ssize_t r = recv(c, buf, sizeof buf, 0);
+		if (p[0].revents && rpos < TOTAL) {
+			ssize_t r = recv(c, buf, sizeof buf, MSG_DONTWAIT);
 			if (r < 0 && errno == EAGAIN)
 				continue;
 			if (r < 0)
 				fail_errno("recv at %llu", (unsigned long long)rpos);
 			if (r == 0)
-				break;
+				fail("EOF at %llu", (unsigned long long)rpos);
 			long long bad = gen_check(SEED, rpos, buf, (size_t)r);
 			if (bad >= 0)
 				fail("byte %llu differs", (unsigned long long)rpos + (unsigned long long)bad);
 			rpos += (uint64_t)r;
 		}
 	}
-	if (rpos != TOTAL)
-		fail("read %llu bytes, want %u", (unsigned long long)rpos, TOTAL);
-	printf("nb_sendfile: %u bytes (send %u, sendfile %u, send %u) checked\n", TOTAL, PART_A,
-	       PART_F, PART_B);
+	char eof;
+	if (recv(c, &eof, 1, 0) != 0)
+		fail("no EOF after %llu bytes", (unsigned long long)rpos);
+	printf("nb_sendfile: %llu bytes (send %u, sendfile %u, send %u) checked, %llu back\n",
+	       (unsigned long long)(TOTAL - (reverse ? PART_A : 0)), reverse ? 0 : PART_A, PART_F,
+	       PART_B, (unsigned long long)back);
 	fprintf(stderr, "nb_sendfile: %u sendfile calls\n", sendfiles);
 	close(c);
 	close(s);
