@@ -30,7 +30,9 @@ docs/TROUBLESHOOTING.md explains each code.  The CPython rows, logged at
 `info`, add up the processes' exit summaries instead.  The CPython rows run CPython's own socket tests
 (Debian's `libpython3.11-testsuite`) under shunt and compare every test with
 a plain run (`tests/e2e/cpython_suite.sh`; the tests not held to it are in
-`tests/e2e/cpython_known.txt`).
+`tests/e2e/cpython_known.txt`).  By default the suite reruns plainly only
+the tests that did not pass under shunt, and its plain column says so; a
+run with `CPYTHON_PLAIN=full` runs the whole plain suite and counts it.
 
 | program | version | plain | under shunt | transport taken |
 |---|---|---|---|---|
