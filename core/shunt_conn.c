@@ -445,13 +445,16 @@ int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *
 	return *total && !c->rd_shut;
 }
 
-int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unsent)
+int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unacked,
+		       uint64_t unconsumed)
 {
 	uint64_t n;
 	if (req == FIONREAD)
 		n = unread;
 	else if (req == SIOCOUTQ)
-		n = unsent;
+		n = unacked;
+	else if (req == SHUNT_IOC_UNCONSUMED)
+		n = unconsumed;
 	else {
 		errno = ENOTTY;
 		return -1;

@@ -292,10 +292,15 @@ int shunt_tcp_peek(struct shunt_conn *c);
  * on; 0: return 0 (nothing asked, or SHUT_RD here); -1: return -1. */
 int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *total);
 
-/* An ioctl a transport answers from its own counts: FIONREAD (unread) and
- * SIOCOUTQ (unsent) into *(int *)arg, clamped; any other request -1/ENOTTY
- * (the kernel answers it). */
-int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unsent);
+/* A request of shunt's own for ops->data->ioctl: the bytes this end sent
+ * that the peer has not consumed yet (a demotion would replay them). */
+#define SHUNT_IOC_UNCONSUMED 0x53480001UL
+
+/* An ioctl a transport answers from its own counts: FIONREAD (unread),
+ * SIOCOUTQ (unacknowledged) and SHUNT_IOC_UNCONSUMED into *(int *)arg,
+ * clamped; any other request -1/ENOTTY (the kernel answers it). */
+int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unacked,
+		       uint64_t unconsumed);
 
 /* Send the FIN a shutdown(SHUT_WR) deferred, once (c is on TCP now). */
 void shunt_conn_send_fin(struct shunt_conn *c);

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 
 #include "shunt_conn.h"
+#include "shunt_kernel_only.h"
 #include "shunt_listen.h"
 #include "shunt_log.h"
 #include "shunt_ownfd.h"
@@ -184,7 +185,10 @@ void shunt_conn_on_connect(int fd, struct shunt_fd *e, const struct sockaddr *ds
 			   socklen_t len)
 {
 	struct connect_args a = {fd, e, dst, len};
-	settle(fd, e, SHUNT_ROLE_CLIENT, decide(fd, SHUNT_ROLE_CLIENT, dst, len, try_connect, &a));
+	enum shunt_reason why = shunt_kernel_only_mark(e);
+	if (why == SHUNT_R_NONE)
+		why = decide(fd, SHUNT_ROLE_CLIENT, dst, len, try_connect, &a);
+	settle(fd, e, SHUNT_ROLE_CLIENT, why);
 }
 
 struct accept_args {
@@ -205,7 +209,11 @@ void shunt_conn_on_accept(int lfd, int fd, struct shunt_fd *e,
 			  const struct sockaddr *peer, socklen_t len)
 {
 	struct accept_args a = {lfd, fd, e, peer, len};
-	enum shunt_reason why = decide(fd, SHUNT_ROLE_SERVER, peer, len, try_accept, &a);
+	/* A kernel-only feature set on the listener is the accepted
+	 * socket's too (the kernel copies filters and flags to it). */
+	enum shunt_reason why = shunt_kernel_only_mark(shunt_fd_peek(lfd));
+	if (why == SHUNT_R_NONE)
+		why = decide(fd, SHUNT_ROLE_SERVER, peer, len, try_accept, &a);
 	if (why != SHUNT_R_NONE && why != SHUNT_R_DISABLED) {
 		/* A client may have offered and be waiting for an answer:
 		 * refuse explicitly so it moves to TCP now, not at a timeout. */

@@ -61,6 +61,10 @@ _Static_assert(sizeof(struct shunt_fd) == 32, "an fd entry is 32 bytes");
  * setsockopt here, inherited from a listener that had one, or a socket this
  * process did not make.  Without it a blocking wait asks no SO_RCVTIMEO. */
 #define SHUNT_FDF_TIMEO 0x08
+/* A kernel-only feature was set on this undecided socket or listener
+ * (shunt_kernel_only.h): its connections stay on the kernel path, for the
+ * reason in the entry's reason. */
+#define SHUNT_FDF_KERNEL_ONLY 0x10
 
 extern struct shunt_fd *shunt_fdtab_top[SHUNT_FDTAB_TOP];
 

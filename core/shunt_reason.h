@@ -38,7 +38,18 @@
 	X(PROVIDER_LOADING, "provider-loading") /* libfabric was still starting \
 						   (in the background) */         \
 	X(CLIENT_CLOSED, "client-closed") /* the client closed its socket   \
-					     before the server took its offer */
+					     before the server took its offer */ \
+	X(KTLS, "ktls")              /* TCP_ULP (kernel TLS): the kernel       \
+					frames and ciphers the stream */       \
+	X(ZEROCOPY, "zerocopy")      /* send(MSG_ZEROCOPY): completions come   \
+					from the kernel's error queue */       \
+	X(OOB, "oob")                /* send(MSG_OOB): urgent data */          \
+	X(FASTOPEN, "fastopen")      /* TCP Fast Open from the client: data    \
+					in the SYN, connect inside sendto */   \
+	X(SOCK_FILTER, "sock-filter") /* SO_ATTACH_FILTER/_BPF: a filter sees  \
+					 only the kernel's packets */          \
+	X(TCP_REPAIR, "tcp-repair")  /* TCP_REPAIR: the kernel's queues are   \
+					read and rebuilt (checkpoint/restore) */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,

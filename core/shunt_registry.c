@@ -187,6 +187,8 @@ void shunt_registry_reown(const char *rundir, struct shunt_registration *l)
 	}
 }
 
+static void uncache(int fd);
+
 void shunt_registry_remove(const char *rundir, struct shunt_registration *l)
 {
 	for (int i = 0; i < l->nlocks; i++) {
@@ -196,6 +198,7 @@ void shunt_registry_remove(const char *rundir, struct shunt_registration *l)
 			char path[SHUNT_PATH_MAX];
 			if (!entry_path(path, sizeof path, rundir, l->names[i]))
 				unlink(path);
+			uncache(l->locks[i]);
 		}
 		shunt_fd_release(l->locks[i]);
 	}
@@ -303,6 +306,27 @@ static void cache_live(const char *rundir, const char *name, const uint8_t a[16]
 	reg_cache[i].fd = fd;
 	reg_cache[i].pid = shunt_pid();
 	reg_cache[i].gen = 0; /* the mark is read at the first use */
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* The entry of fd is gone (its last listener, in this process, closed):
+ * the cache lets go of its copy now rather than when the slot is reused.
+ * A process that makes and closes listeners in a loop (a test suite) would
+ * otherwise keep REG_CACHE fds of files nobody can reach, out of the
+ * application's limit. */
+static void uncache(int fd)
+{
+	struct stat a, b;
+	if (fstat(fd, &a) < 0)
+		return;
+	pthread_mutex_lock(&reg_mu);
+	for (unsigned i = 0; i < REG_CACHE; i++) {
+		if (reg_cache[i].fd <= 0 || reg_cache[i].pid != shunt_pid() ||
+		    fstat(reg_cache[i].fd, &b) < 0 || b.st_ino != a.st_ino || b.st_dev != a.st_dev)
+			continue;
+		shunt_fd_release(reg_cache[i].fd);
+		reg_cache[i].fd = 0;
+	}
 	pthread_mutex_unlock(&reg_mu);
 }
 

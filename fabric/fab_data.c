@@ -332,7 +332,8 @@ int fab_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 		return -1;
 	}
 	uint64_t limit = st == FAB_DEMOTED || st == FAB_DEMOTING ? c->rx_limit : c->rx_arrived;
-	return shunt_ioctl_counts(req, arg, limit - c->rx_consumed, c->tx_head - c->tx_acked);
+	return shunt_ioctl_counts(req, arg, limit - c->rx_consumed, c->tx_head - c->tx_acked,
+				  c->tx_head - c->tx_acked);
 }
 
 /* ---- readiness ------------------------------------------------------------ */

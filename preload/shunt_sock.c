@@ -5,6 +5,7 @@
 
 #include "core/shunt_conn.h"
 #include "core/shunt_decide.h"
+#include "core/shunt_kernel_only.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
@@ -108,11 +109,14 @@ SHUNT_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	} else {
 		/* Refused, unreachable...: the socket is unconnected again and
 		 * may be connected anew, so the decision is undone. */
-		int nonblock = e->flags & SHUNT_FDF_NONBLOCK, timeo = e->flags & SHUNT_FDF_TIMEO;
+		int nonblock = e->flags & SHUNT_FDF_NONBLOCK;
+		int keep = e->flags & (SHUNT_FDF_TIMEO | SHUNT_FDF_KERNEL_ONLY);
+		enum shunt_reason mark = shunt_kernel_only_mark(e);
 		if (shunt_fd_kind(e) == SHUNT_FD_ACCEL)
 			shunt_conn_on_close(fd, e);
 		shunt_conn_new_tcp(fd, nonblock);
-		e->flags |= (uint8_t)timeo;
+		e->flags |= (uint8_t)keep;
+		e->reason = (uint8_t)mark;
 	}
 	errno = saved;
 	return rc;
@@ -195,6 +199,23 @@ SHUNT_EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t
 	/* Options live on the kernel socket, which the application holds;
 	 * transports read them from there when they need them.  Only that a
 	 * timeout was set is noted: a wait then asks for it. */
+	enum shunt_reason why = shunt_kernel_only_sockopt(level, opt, v, len);
+	if (unlikely(why != SHUNT_R_NONE) && shunt_active()) {
+		if (why != SHUNT_R_KTLS) {
+			/* Before the kernel's: bytes a repair or a filter
+			 * must see are on the socket first. */
+			shunt_kernel_only(fd, why);
+		} else {
+			/* After it, and only if it took: a kernel without
+			 * TLS leaves the connection where it is.  The ULP
+			 * ciphers nothing until TLS_TX/TLS_RX are set, so
+			 * the replay still goes out as it was written. */
+			int rc = REAL(setsockopt)(fd, level, opt, v, len);
+			if (rc == 0)
+				shunt_kernel_only(fd, why);
+			return rc;
+		}
+	}
 	int rc = REAL(setsockopt)(fd, level, opt, v, len);
 	if (rc == 0 && is_timeo(level, opt)) {
 		struct shunt_fd *e = shunt_fd_peek(fd);

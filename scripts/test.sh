@@ -103,6 +103,15 @@ for ((round = 1; round <= repeat; round++)); do
 done
 stop_hogs
 
+# The compatibility matrix from the rows the end-to-end tests left
+# (tests/e2e compat_row, cpython_suite.sh): written next to the build; the
+# committed docs/COMPATIBILITY.md is refreshed from it by hand
+# (scripts/compat_matrix.py build), as its counts move from run to run.
+if [[ -d $root/build/compat ]]; then
+	"$root/scripts/compat_matrix.py" "$root/build" "$root/build/COMPATIBILITY.md" ||
+		echo "test.sh: the compatibility matrix could not be written"
+fi
+
 regime="repeat=$repeat pressure=$pressure one-cpu=$onecpu${filter[*]:+ ${filter[*]}}"
 secs=$(($(date +%s) - start))
 if [[ ${#build_failed[@]} -gt 0 ]]; then

@@ -335,8 +335,21 @@ static ssize_t send_all(struct shm_conn *c, const struct msghdr *m, int flags, s
 		}
 		if (demote_if_due(c))
 			continue;
-		if (peer_gone(c))
-			return done ? (ssize_t)done : shunt_broken_pipe(flags);
+		if (peer_gone(c)) {
+			if (done)
+				return (ssize_t)done;
+			/* The kernel's answer, whatever it is: it takes the
+			 * first send after the peer's close (which answers
+			 * it with RST) and fails only the next, with EPIPE
+			 * and SIGPIPE unless MSG_NOSIGNAL.  Nobody reads
+			 * the ring any more, so nothing overtakes it. */
+			ssize_t r = REAL(sendmsg)(c->base.fd, m, flags);
+			if (r > 0) {
+				SHUNT_STAT_ADD(&c->base, bytes_out, (uint64_t)r);
+				SHUNT_STAT_ADD(&c->base, calls_out, 1);
+			}
+			return r;
+		}
 		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, v);
 		/* A reader waiting with a large buffer: one copy into it. */
 		if (total - done >= SHUNT_CMA_MIN_LOW) {
@@ -532,7 +545,12 @@ int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 		errno = ENOTTY;
 		return -1;
 	}
-	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx),
+	/* SIOCOUTQ counts what the peer has not acknowledged yet.  A byte in
+	 * the ring is already where the peer reads it, as a byte in its
+	 * receive queue is, acknowledged: none.  (A program that waits for
+	 * SIOCOUTQ to reach 0 before it closes would otherwise wait for its
+	 * peer to read.) */
+	return shunt_ioctl_counts(req, arg, shm_ring_used(&c->rx), 0,
 				  c->tx.size - shm_ring_space(&c->tx));
 }
 

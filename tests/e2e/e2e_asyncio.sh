@@ -34,4 +34,5 @@ assert_log_pids ': info: shunt [0-9.]+ enabled' 2
 assert_log_count "$(conn_re 'python3[^:]*' client)" $CONNS
 assert_log_count "$(conn_re 'python3[^:]*' server)" $CONNS
 assert_conn_pairs $CONNS
+compat_row "python3 asyncio echo (tests/e2e/asyncio_echo.py)" "$(python3 -c "import platform; print(platform.python_version())")" "pass" "pass, same SHA-256"
 pass

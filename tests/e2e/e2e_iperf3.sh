@@ -59,4 +59,5 @@ assert_log_count "$(conn_re 'iperf3' client)" 5
 assert_log_count "$(conn_re 'iperf3' server)" 5
 assert_conn_pairs 5
 assert_log_pids 'role=server' 2
+compat_row "iperf3 (-P 2, -R)" "$(iperf3 --version | awk "NR == 1 { print \$2 }")" "pass" "pass, bytes match the report"
 pass

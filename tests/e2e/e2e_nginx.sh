@@ -101,4 +101,5 @@ assert_eq "$(sha256 "$PDIR/part")" "$(head -c 100000 "$TMP/www/big.bin" | sha256
 stop "$npid"
 check_logs
 assert_log_count "$(conn_re nginx server kernel rule-kernel)" 1
+compat_row "nginx (epoll, sendfile) + curl" "$(nginx -v 2>&1 | sed "s/.*nginx\///"), curl $(curl --version | awk "NR == 1 { print \$2 }")" "pass" "pass, same SHA-256"
 pass

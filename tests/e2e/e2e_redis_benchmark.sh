@@ -50,4 +50,5 @@ assert_log_has "$(conn_re 'redis-benchmark' client)" $((2 * CLIENTS))
 assert_log_has "$(conn_re 'redis-server' server)" $((2 * CLIENTS + 1))
 assert_conn_pairs "$(log_count ': debug: conn .* role=server ')"
 assert_log_has 'redis-cli: debug: conn fd=[0-9]+ role=client ' 1
+compat_row "redis-server + redis-benchmark (SET/GET, -P 1 and 16)" "$(redis-server --version | sed -n "s/.* v=\([^ ]*\).*/\1/p")" "pass" "pass, rates of the same order"
 pass

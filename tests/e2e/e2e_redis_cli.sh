@@ -72,4 +72,5 @@ assert_started redis-cli
 assert_log_pids "$(conn_re 'redis-cli' client)" 14
 assert_log_has "$(conn_re 'redis-server' server)" 14
 assert_conn_pairs "$(log_count ': debug: conn .* role=server ')"
+compat_row "redis-server + redis-cli (--pipe, -x, MGET)" "$(redis-server --version | sed -n "s/.* v=\([^ ]*\).*/\1/p")" "pass" "pass, same values"
 pass

@@ -54,4 +54,5 @@ assert_log_has "$(conn_re 'sockperf' client)" 2
 assert_log_has "$(conn_re 'sockperf' server)" 2
 assert_conn_pairs "$(log_count ': debug: conn .* role=server ')"
 assert_log_pids 'role=client' 2
+compat_row "sockperf (ping-pong, throughput)" "$(sockperf --version 2>&1 | sed -n "s/.*version \([^ ]*\).*/\1/p" | head -n 1)" "pass" "pass, no loss or reorder"
 pass

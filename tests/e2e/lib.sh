@@ -393,6 +393,37 @@ pass() {
 	echo "PASS: $E2E_NAME"
 }
 
+# compat_row PROGRAM VERSION [PLAIN [SHUNT]]: this test's row of the
+# compatibility matrix (docs/COMPATIBILITY.md, scripts/compat_matrix.py),
+# written to $SHUNT_COMPAT_DIR when ctest sets it and shunt picks the
+# transport itself.  The transport column counts the connections of every
+# shunt run of the test: their decision lines (log=debug) by transport, the
+# reasons of those on the kernel path and of the moves to it; without
+# decision lines, the processes' exit summaries.  Call it where the test
+# has passed.
+compat_row() {
+	[[ -n "${SHUNT_COMPAT_DIR:-}" && -z "$E2E_TRANSPORT" ]] || return 0
+	local shm=0 kern=0 reasons=""
+	shopt -s nullglob
+	local logs=("$TMP"/*/logs/*.log "$TMP"/*/*/logs/*.log)
+	shopt -u nullglob
+	if [[ ${#logs[@]} -gt 0 ]] && grep -qh ': debug: conn fd=' "${logs[@]}"; then
+		shm=$(cat "${logs[@]}" | grep -c ': debug: conn fd=.* transport=shm ' || true)
+		kern=$(cat "${logs[@]}" | grep -c ': debug: conn fd=.* transport=kernel ' || true)
+		reasons=$(cat "${logs[@]}" | sed -n -e 's/.*: debug: conn fd=.* transport=kernel reason=\([a-z-]*\)$/\1/p' \
+			-e 's/.*: info: moved fd=.* reason=\([a-z-]*\)$/moved:\1/p' | sort | uniq -c |
+			awk '{ printf "%s=%d\n", $2, $1 }' | paste -sd ' ' -)
+	elif [[ ${#logs[@]} -gt 0 ]]; then
+		shm=$(cat "${logs[@]}" | sed -n 's/.*: info: summary: connections .* shm=\([0-9]*\) .*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+		kern=$(cat "${logs[@]}" | sed -n 's/.*: info: summary: connections .* kernel=\([0-9]*\) .*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+		reasons=$(cat "${logs[@]}" | sed -n 's/.*: info: summary: connections .* fallbacks //p' | tr ' ' '\n' |
+			awk -F= 'NF == 2 { n[$1] += $2 } END { for (r in n) printf "%s=%d\n", r, n[r] }' | sort | paste -sd ' ' -)
+	fi
+	mkdir -p "$SHUNT_COMPAT_DIR"
+	printf '%s\t%s\t%s\t%s\tshm %d, kernel %d%s\n' "$1" "$2" "${3:-pass}" "${4:-pass, same results}" \
+		"$shm" "$kern" "${reasons:+ ($reasons)}" >"$SHUNT_COMPAT_DIR/$E2E_TAG.tsv"
+}
+
 # soft_fail MSG: a failure that must not hide the checks after it: printed
 # now, the script (or subtest) fails at its end.
 SOFT_FAILS=0

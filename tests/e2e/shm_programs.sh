@@ -10,8 +10,10 @@
 #              protocol): set/get/multi-get of random binary values
 #   nginx      nginx (master + 2 workers, epoll): curl of a 64 MiB file
 #              (sha256), once with sendfile off (rings all the way) and once
-#              with sendfile on (the server moves the connection to TCP
-#              mid-stream, explained); wrk -d 2s
+#              with sendfile on (nginx's sockets are non-blocking: sendfile
+#              copies into the ring while curl has bytes to read there, and
+#              moves the connection to TCP, explained, once it has none);
+#              wrk -d 2s
 #   sockperf   sockperf server + ping-pong and throughput
 #   iperf3     iperf3 -t 2 -J, -P 2 and -R
 #   asyncio    python3 asyncio echo (asyncio_echo.py), 4 x 3 MB
@@ -141,7 +143,8 @@ t_nginx() {
 	assert_conns shm nginx server 1
 	assert_log_lacks "$(moved_re shm)"
 	assert_log_has "$(close_re shm curl '671[0-9]{5}' '[0-9]+')" 1
-	# sendfile on: nginx moves the connection to TCP mid-stream
+	# sendfile on: copies into the ring, or moves to TCP once nothing is
+	# left to replay (whichever the reader's pace makes it)
 	runx curl -sS --fail -o "$PDIR/get2" "http://127.0.0.1:$port/sf/big.bin" \
 		-w '%{http_code} %{size_download}\n' >"$PDIR/curl2.out" 2>"$PDIR/curl2.err" ||
 		die "curl (sendfile) failed: $(cat "$PDIR/curl2.err")"
@@ -150,7 +153,9 @@ t_nginx() {
 	rm -f "$PDIR/get2"
 	assert_conns shm curl client 2
 	assert_conns shm nginx server 2
-	assert_log_count "nginx$(moved_re shm)" 1
+	local moves
+	moves=$(log_count "nginx$(moved_re shm)")
+	[[ $moves -le 1 ]] || die "nginx moved $moves connections to TCP, expected at most 1"
 	assert_moves_explained shm
 	# wrk: 2 s, 8 connections, no socket error, no non-2xx
 	runx wrk -t 2 -c 8 -d 2s "http://127.0.0.1:$port/small.bin" >"$PDIR/wrk.out" 2>&1 ||
