@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "fab_verbs.h"
 #include "core/shunt_log.h"
 #include "core/shunt_ownfd.h"
 #include "core/shunt_forklock.h"
@@ -154,6 +155,11 @@ static int buf_drain(void)
 
 void fab_conn_release(struct fab_conn *c)
 {
+	if (fab_vrb_on() && c->ep) {
+		char r[320];
+		fab_vrb_report(r, sizeof r);
+		SHUNT_DEBUG("fabric: verbs rules (process so far): %s", r);
+	}
 	/* A forked child's copies point at the parent's sockets: closing
 	 * them here would shut the parent's endpoint down. */
 	int owner = fab_is_owner(c->pid);
@@ -210,6 +216,7 @@ int fab_conn_mem(struct fab_conn *c, struct fid_domain *d, uint64_t ring)
 	}
 	memset(c->buf + 2 * ring, 0, 4096);
 	c->desc = fi_mr_desc(c->mr);
+	fab_ctx_init(&c->ctxs);
 	struct fi_cq_attr ca = {.size = 512, .format = FI_CQ_FORMAT_DATA,
 				.wait_obj = FI_WAIT_FD};
 	if (fi_cq_open(d, &ca, &c->cq, NULL) != 0)
@@ -239,14 +246,17 @@ int fab_conn_ep(struct fab_conn *c, struct fid_domain *d, struct fid_fabric *fab
 	    fi_ep_bind(c->ep, &c->cq->fid, FI_TRANSMIT | FI_RECV) != 0 ||
 	    fi_enable(c->ep) != 0)
 		return -1;
-	c->rx_cq_data = (info->mode & FI_RX_CQ_DATA) != 0;
-	size_t depth = info->tx_attr ? info->tx_attr->size : 64;
+	struct fab_attrs a;
+	fab_attrs_for(info, &a);
+	c->rx_cq_data = (a.mode & FI_RX_CQ_DATA) != 0;
+	size_t depth = a.tx_size ? a.tx_size : 64;
 	c->tx_depth = depth > 128 ? 64 : (depth > 2 ? depth / 2 : 1);
+	c->chunk = fab_attrs_chunk(&a, (uint64_t)256 << 10);
 	/* Where remote CQ data consumes a receive (verbs), keep receives
 	 * posted: zero-byte, into the scratch page. */
 	if (c->rx_cq_data)
-		for (int i = 0; i < 64; i++)
-			if (fi_recv(c->ep, c->buf + 2 * c->ring, 0, c->desc, 0, NULL) != 0)
+		for (int i = 0; i < FAB_RX_POSTS; i++)
+			if (fab_op_recv(c) != 0)
 				return -1;
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* Internals shared by the files of the fabric transport.
  *
  * A one-way stack (fabric/layers.txt, checked by the build), the top first:
+ *   fab_selftest.c a connection from this host to itself, bytes checked
  *   fab_offer.c   rendezvous: offer, connect back, decline; the tables
  *   fab_data.c    data path: reads, writes, waits, readiness
  *   fab_watch.c   the thread that moves connections the application is
@@ -11,9 +12,13 @@
  *                 and reading its completions
  *   fab_conn.c    the connection object: buffers, CQ, EQ, endpoint
  *   fab_pending.c client offers waiting for their connect-back
+ *   fab_fit.c     whether a provider can carry the transport, and why not
  *   fab_prov.c    libfabric: provider choice, fabric/domain, the process's
  *                 passive endpoints and the thread that answers them
  *   fab_start.c   libfabric's start-up, on a thread of its own
+ *   fab_op.c      one operation handed to the provider, with its context
+ *   fab_verbs.c   the verbs provider's rules, enforced elsewhere (tests)
+ *   fab_attr.c    a provider's attributes, what the transport needs of them
  *   fab_rdv.c     the agent's client: offers, filed offers, relayed positions
  *   fab_lib.c     libfabric itself, loaded by the first connection needing it
  *   fab_wire.c    what the peer sees: CQ data, connection data */
@@ -40,6 +45,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 
+#include "fab_ctx.h"
 #include "fab_rdv.h"
 #include "fab_wire.h"
 #include "core/shunt_clock.h"
@@ -86,6 +92,7 @@ struct fab_conn {
 	uint64_t peer_addr, peer_key; /* the peer's rx ring */
 	int rx_cq_data;           /* remote CQ data consumes a posted receive */
 	size_t tx_depth;          /* operations in flight at most */
+	uint64_t chunk;           /* bytes per RMA write at most */
 	size_t tx_inflight;
 	int cq_fresh;             /* the last CQ read emptied it, and no write
 				     has skipped the provider since */
@@ -125,6 +132,11 @@ struct fab_conn {
 				     are proved with */
 	uint8_t id[FAB_ID_LEN];   /* client: the id requests name its offer by */
 	struct fab_conn *next;    /* in the offer table */
+	struct fab_ctxs ctxs;     /* a context per operation (fab_ctx.h) */
+	struct {                  /* SHUNT_FABRIC_EMULATE=verbs: the receives */
+		void *q[FAB_CTX_MAX]; /* posted, in order (fab_verbs.c) */
+		unsigned head, n;
+	} vrb;
 };
 
 /* The tables of a fabric end: its life (fab_life.c), data and waits
@@ -147,7 +159,27 @@ enum shunt_reason fab_start_on_thread(const char *prov, unsigned wait_ms,
 /* A detached thread of shunt's own, with every signal blocked. */
 int fab_thread_start(void *(*fn)(void *));
 
+/* ---- fab_op.c: operations ------------------------------------------------- */
+
+/* An RMA write of len bytes from our buffer at offset off to the peer's
+ * rx ring at offset roff, with remote CQ data (t, pos), with a context of
+ * its own (lock held): 0, or a negative libfabric error (-FI_EAGAIN when
+ * the queue or the contexts are full). */
+ssize_t fab_op_write(struct fab_conn *c, uint64_t off, size_t len, uint64_t roff,
+		     enum fab_imm t, uint64_t pos, uint64_t flags);
+/* A zero-byte receive for a write's remote CQ data (lock held). */
+ssize_t fab_op_recv(struct fab_conn *c);
+/* A completion's context back: FAB_CTX_TX, FAB_CTX_RX, or -1 when it
+ * carried none of ours (lock held). */
+int fab_op_done(struct fab_conn *c, void *ctx);
+/* The key the peer names our buffer by (the provider's). */
+uint64_t fab_mr_key(struct fab_conn *c);
+
 /* ---- fab_prov.c ----------------------------------------------------------- */
+
+/* What the transport asks a provider for (FI_EP_MSG, RMA, remote CQ
+ * data...): hints to free with fi_freeinfo. */
+struct fi_info *fab_hints_for(const char *prov);
 
 /* libfabric and the process's domain for provider prov, started on its
  * thread (fab_start_on_thread). */
@@ -187,6 +219,13 @@ struct fid_domain *fab_domain_of_process(void);
 void fab_on_listen(int fd);
 /* The process owning the fabric objects (a forked child does not). */
 int fab_is_owner(pid_t pid);
+
+/* ---- fab_fit.c: can a provider serve ----------------------------------------- */
+
+/* 0 when provider prov can carry the transport here; -1 with why (len
+ * bytes) when it cannot: absent, no FI_EP_MSG endpoints, attributes the
+ * protocol cannot run on (fab_attrs_unfit). */
+int fab_provider_fit(const char *prov, char *why, size_t len);
 
 /* ---- fab_conn.c: the object ------------------------------------------------ */
 
@@ -248,6 +287,11 @@ void fab_kick(struct fab_conn *c, int role);
 void fab_at_exit(const struct shunt_transport_ops *t);
 
 /* ---- fab_offer.c: rendezvous ------------------------------------------------ */
+
+/* Wait on an endpoint's EQ for FI_CONNECTED: 0 connected (replen bytes of
+ * its connection data into rep), 1 refused or failed, -1 no answer within
+ * timeout_ms. */
+int fab_wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t replen);
 
 /* The passive thread: a connection request arrived (e, with len bytes of
  * connection data); take it (1, the connection's endpoint is then up) or

@@ -47,7 +47,7 @@
 
 /* Wait on an endpoint's EQ for FI_CONNECTED.  0 connected (data copied to
  * rep), 1 refused or failed, -1 no answer within timeout_ms. */
-static int wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t replen)
+int fab_wait_connected(struct fid_eq *eq, int timeout_ms, void *rep, size_t replen)
 {
 	union {
 		struct fi_eq_cm_entry cm;
@@ -110,10 +110,10 @@ int fab_offer_answer(struct fid_domain *d, struct fi_eq_cm_entry *e, size_t len)
 	struct fid_fabric *fab = fab_fabric();
 	struct fab_cm_rep rep;
 	uint8_t raw[FAB_CM_REP_LEN];
-	fab_cm_rep_make(&rep, raw, c->key, &req, fab_ring_addr_rx(c), fi_mr_key(c->mr));
+	fab_cm_rep_make(&rep, raw, c->key, &req, fab_ring_addr_rx(c), fab_mr_key(c));
 	int rc = -1;
 	if (fab_conn_ep(c, d, fab, e->info) == 0 && fi_accept(c->ep, raw, sizeof raw) == 0) {
-		rc = wait_connected(c->eq, 2000 + (int)shunt_config()->offer_timeout_ms, NULL, 0);
+		rc = fab_wait_connected(c->eq, 2000 + (int)shunt_config()->offer_timeout_ms, NULL, 0);
 		fab_lock(c);
 		if (rc == 0) {
 			__atomic_store_n(&c->state, FAB_UP, __ATOMIC_RELEASE);
@@ -319,7 +319,7 @@ static void refuse(int fd, const struct agent_offer *o)
 	    fi_endpoint(d, info, &ep, NULL) == 0 && fi_ep_bind(ep, &eq->fid, 0) == 0 &&
 	    fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0 && fi_enable(ep) == 0 &&
 	    fi_connect(ep, o->addr, raw, sizeof raw) == 0)
-		rc = wait_connected(eq, 200, NULL, 0);
+		rc = fab_wait_connected(eq, 200, NULL, 0);
 	SHUNT_DEBUG("fabric: offer refused (%s)", rc == 1 ? "client told" : "no answer");
 	if (ep)
 		fi_close(&ep->fid);
@@ -376,11 +376,11 @@ static enum shunt_reason fab_accept(int lfd, int fd, struct shunt_fd *e,
 		goto refuse;
 	struct fab_cm_req req;
 	uint8_t raw[FAB_CM_REQ_LEN], repraw[FAB_CM_REP_LEN];
-	fab_cm_req_make(&req, raw, o.token, o.ring_size, fab_ring_addr_rx(c), fi_mr_key(c->mr), 0);
+	fab_cm_req_make(&req, raw, o.token, o.ring_size, fab_ring_addr_rx(c), fab_mr_key(c), 0);
 	if (fi_connect(c->ep, o.addr, raw, sizeof raw) != 0)
 		goto out;
 	struct fab_cm_rep rep;
-	int rc = wait_connected(c->eq, (int)shunt_config()->offer_timeout_ms + 2000, repraw,
+	int rc = fab_wait_connected(c->eq, (int)shunt_config()->offer_timeout_ms + 2000, repraw,
 				sizeof repraw);
 	if (rc == 1) {
 		why = SHUNT_R_OFFER_TIMEOUT; /* the client gave up: it is on TCP */

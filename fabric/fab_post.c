@@ -8,19 +8,13 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "fab_verbs.h"
 #include "core/shunt_log.h"
 #include "core/shunt_real.h"
-
-#define CHUNK ((uint64_t)256 << 10)
 
 static inline int state_of(struct fab_conn *c)
 {
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-}
-
-static uint64_t remote(struct fab_conn *c, uint64_t off)
-{
-	return c->peer_addr + off;
 }
 
 /* Threads share the CQ: one that reads it may take the event another one
@@ -72,7 +66,12 @@ static int cq_read(struct fab_conn *c, int full)
 				c->failed = 2;
 				return 1;
 			}
-			if (!(err.flags & FI_REMOTE_WRITE) && c->tx_inflight)
+			/* By its context: verbs fills an error's flags only for
+			 * work requests that succeeded, and a receive flushed at
+			 * the end is no write. */
+			int k = fab_op_done(c, err.op_context);
+			if ((k == FAB_CTX_TX || (k < 0 && !(err.flags & FI_REMOTE_WRITE))) &&
+			    c->tx_inflight)
 				c->tx_inflight--;
 			if (!err_seen)
 				err_seen = err.err ? err.err : FI_EIO;
@@ -86,7 +85,12 @@ static int cq_read(struct fab_conn *c, int full)
 		int rx_moved = 0, tx_moved = 0;
 		for (ssize_t i = 0; i < n; i++) {
 			moved = 1;
-			if (!(ent[i].flags & FI_REMOTE_CQ_DATA)) {
+			if (fab_vrb_on())
+				fab_vrb_completion(c, &ent[i]);
+			/* A write of ours completing carries its context: some
+			 * providers (sockets) flag its CQ data there too. */
+			int k = ent[i].op_context ? fab_op_done(c, ent[i].op_context) : -1;
+			if (k == FAB_CTX_TX || (k < 0 && !(ent[i].flags & FI_REMOTE_CQ_DATA))) {
 				if (c->tx_inflight)
 					c->tx_inflight--;
 				tx_moved = 1; /* a post that found the queue full may go */
@@ -97,7 +101,7 @@ static int cq_read(struct fab_conn *c, int full)
 			else
 				rx_moved = tx_moved = 1; /* data, or the state */
 			if (c->rx_cq_data)
-				fi_recv(c->ep, c->buf + 2 * c->ring, 0, c->desc, 0, NULL);
+				fab_op_recv(c); /* the one this data consumed */
 			c->peer_ready = 1;
 			uint32_t v = fab_imm_pos(ent[i].data);
 			switch (fab_imm_type(ent[i].data)) {
@@ -167,19 +171,14 @@ int fab_cq_read_locked(struct fab_conn *c)
  * would drop at the peer whatever it had not read yet. */
 int fab_post_imm(struct fab_conn *c, enum fab_imm t, uint64_t pos)
 {
-	struct iovec iov = {c->buf + 2 * c->ring, 0};
-	struct fi_rma_iov rma = {remote(c, 0), 0, c->peer_key};
-	struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &c->desc, .iov_count = 1,
-				 .addr = FI_ADDR_UNSPEC, .rma_iov = &rma, .rma_iov_count = 1,
-				 .data = fab_imm_make(t, pos)};
-	uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
+	uint64_t flags = 0;
 	if (c->dead)
 		return -1;
 	if (t == FAB_IMM_CLOSE || t == FAB_IMM_DEMOTE)
 		flags |= FI_DELIVERY_COMPLETE;
 	for (int tries = 0; tries < 100000; tries++) {
 		if (c->tx_inflight < c->tx_depth + 8 && c->peer_ready) {
-			ssize_t r = fi_writemsg(c->ep, &msg, flags);
+			ssize_t r = fab_op_write(c, 2 * c->ring, 0, 0, t, pos, flags);
 			if (r == 0) {
 				c->tx_inflight++;
 				return 0;
@@ -203,9 +202,7 @@ void fab_credit_locked(struct fab_conn *c)
 	if (!fab_credit_due(c->rx_consumed, c->rx_credited, c->ring))
 		return;
 	if (c->tx_inflight < c->tx_depth + 8) {
-		ssize_t r = fi_writedata(c->ep, c->buf + 2 * c->ring, 0, c->desc,
-					 fab_imm_make(FAB_IMM_CREDIT, c->rx_consumed), FI_ADDR_UNSPEC, remote(c, 0),
-					 c->peer_key, NULL);
+		ssize_t r = fab_op_write(c, 2 * c->ring, 0, 0, FAB_IMM_CREDIT, c->rx_consumed, 0);
 		if (r == 0) {
 			c->tx_inflight++;
 			c->rx_credited = c->rx_consumed;
@@ -228,8 +225,8 @@ void fab_flush(struct fab_conn *c)
 		uint64_t n = c->tx_head - c->tx_posted;
 		if (n > c->ring - off)
 			n = c->ring - off;
-		if (n > CHUNK)
-			n = CHUNK;
+		if (n > c->chunk)
+			n = c->chunk;
 		if (c->fail_after && c->tx_posted + n > c->fail_after) {
 			/* Test knob: the provider "fails" here.  Post up to the
 			 * limit, then take the error path. */
@@ -243,9 +240,7 @@ void fab_flush(struct fab_conn *c)
 			}
 		}
 		uint64_t end = c->tx_posted + n;
-		ssize_t r = fi_writedata(c->ep, c->buf + off, n, c->desc,
-					 fab_imm_make(FAB_IMM_DATA, end), FI_ADDR_UNSPEC, remote(c, off), c->peer_key,
-					 NULL);
+		ssize_t r = fab_op_write(c, off, n, off, FAB_IMM_DATA, end, 0);
 		if (r == -FI_EAGAIN) {
 			fab_cq_drain_locked(c);
 			continue;

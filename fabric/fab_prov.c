@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fab_internal.h"
+#include "fab_verbs.h"
 #include "core/shunt_forklock.h"
 #include "core/shunt_log.h"
 
@@ -50,6 +51,7 @@ static int thread_started;
 static int verbs_state;
 static uint64_t next_key = 1;
 static int mr_virt;             /* remote addresses are virtual */
+static int prov_key;            /* the provider chooses the keys */
 
 uint64_t fab_now_ms(void)
 {
@@ -82,7 +84,7 @@ static void check_fork_locked(void)
 	owner = me;
 }
 
-static struct fi_info *hints_for(const char *prov)
+struct fi_info *fab_hints_for(const char *prov)
 {
 	struct fi_info *h = fi_allocinfo();
 	if (!h)
@@ -98,7 +100,9 @@ static struct fi_info *hints_for(const char *prov)
 	/* Progress in our own calls: every wait reads the CQ or sleeps on
 	 * its fd, and a provider thread would add a hop and take a core. */
 	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	h->mode = FI_RX_CQ_DATA;
+	/* Both modes are served: receives posted for remote CQ data, and a
+	 * context per operation (fab_post.c). */
+	h->mode = FI_RX_CQ_DATA | FI_CONTEXT;
 	h->fabric_attr->prov_name = strdup(prov);
 	return h;
 }
@@ -157,7 +161,7 @@ enum shunt_reason fab_provider_for(const struct sockaddr *dst, socklen_t len, ch
 	if (why != SHUNT_R_NONE)
 		return why;
 	SHUNT_GUARD_ENTER();
-	struct fi_info *h = hints_for("verbs"), *info = NULL;
+	struct fi_info *h = fab_hints_for("verbs"), *info = NULL;
 	int rc = -1;
 	if (h) {
 		h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
@@ -195,7 +199,7 @@ static int open_domain_locked(const char *prov)
 		return strcmp(prov, prov_name) == 0 ? 0 : -1;
 	if (init_failed)
 		return -1;
-	struct fi_info *h = hints_for(prov);
+	struct fi_info *h = fab_hints_for(prov);
 	int rc = -1;
 	if (h && fi_getinfo(FAB_API, NULL, NULL, 0, h, &base_info) == 0 &&
 	    fi_fabric(base_info->fabric_attr, &fabric, NULL) == 0 &&
@@ -210,8 +214,26 @@ static int open_domain_locked(const char *prov)
 		domain = NULL;
 		return -1;
 	}
+	struct fab_attrs a;
+	fab_attrs_for(base_info, &a);
+	const char *unfit = fab_attrs_unfit(&a);
+	if (unfit) {
+		SHUNT_INFO("fabric: provider %s unusable (%s), remote connections take TCP", prov,
+			   unfit);
+		fi_close(&pep_eq->fid);
+		fi_close(&domain->fid);
+		fi_close(&fabric->fid);
+		fi_freeinfo(base_info);
+		base_info = NULL;
+		pep_eq = NULL;
+		fabric = NULL;
+		init_failed = 1;
+		domain = NULL;
+		return -1;
+	}
 	snprintf(prov_name, sizeof prov_name, "%s", prov);
-	mr_virt = (base_info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+	mr_virt = (a.mr_mode & FI_MR_VIRT_ADDR) != 0;
+	prov_key = (a.mr_mode & FI_MR_PROV_KEY) != 0;
 	SHUNT_DEBUG("fabric: provider %s, domain %s, mr_mode 0x%x", prov,
 		    base_info->domain_attr->name, (unsigned)base_info->domain_attr->mr_mode);
 	return 0;
@@ -233,14 +255,23 @@ struct fid_domain *fab_domain(const char *prov, struct fid_fabric **fab)
 int fab_mr_reg(struct fid_domain *d, void *buf, size_t len, uint64_t access,
 	       struct fid_mr **mr)
 {
-	uint64_t key = __atomic_fetch_add(&next_key, 1, __ATOMIC_RELAXED);
+	/* With FI_MR_PROV_KEY the key asked for is ignored: the peer gets
+	 * the provider's (fab_mr_key). */
+	uint64_t key = fab_vrb_on() ? fab_vrb_key()
+		       : prov_key   ? 0
+				    : __atomic_fetch_add(&next_key, 1, __ATOMIC_RELAXED);
 	return fi_mr_reg(d, buf, len, access, 0, key, 0, mr, NULL);
 }
 
 uint64_t fab_mr_remote_addr(const void *base, const void *p)
 {
 	/* Without FI_MR_VIRT_ADDR the peer names a byte by its offset. */
-	return mr_virt ? (uint64_t)(uintptr_t)p : (uint64_t)((const uint8_t *)p - (const uint8_t *)base);
+	if (mr_virt) {
+		if (fab_vrb_on())
+			fab_vrb_count(FAB_VRB_VIRT, 1);
+		return (uint64_t)(uintptr_t)p;
+	}
+	return (uint64_t)((const uint8_t *)p - (const uint8_t *)base);
 }
 
 struct fid_fabric *fab_fabric(void)
@@ -354,7 +385,7 @@ static int same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
 static int open_pep_locked(const char *prov, const struct sockaddr *src, socklen_t slen,
 			   struct fab_pep *p)
 {
-	struct fi_info *h = hints_for(prov), *info = NULL;
+	struct fi_info *h = fab_hints_for(prov), *info = NULL;
 	if (!h)
 		return -1;
 	h->addr_format = src->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
@@ -463,7 +494,7 @@ struct fi_info *fab_info_for_peer(const struct agent_offer *o)
 	pthread_mutex_unlock(&mu);
 	if (info)
 		return info;
-	struct fi_info *h = hints_for(o->provider);
+	struct fi_info *h = fab_hints_for(o->provider);
 	if (!h)
 		return NULL;
 	h->addr_format = o->addr_format;
