@@ -40,8 +40,24 @@ void fab_attrs_of(const struct fi_info *info, struct fab_attrs *a)
 	}
 }
 
-const char *fab_attrs_unfit(const struct fab_attrs *a)
+/* Providers whose attributes say yes but whose behaviour says no, found
+ * by the self-test (fab_selftest.c) and the tests on every provider. */
+static const struct {
+	const char *prov, *why;
+} known_unfit[] = {
+	/* Its writes wait in the provider until the writer's next call into
+	 * it, and its completion fd does not wake a writer with writes
+	 * queued: a writer that then sleeps (in epoll, on its peer's answer)
+	 * stalls the stream.  (libfabric deprecates it.) */
+	{"sockets", "its writes move only while the writer calls it (a writer that then "
+		    "sleeps stalls the stream: its completion fd does not wake it)"},
+};
+
+const char *fab_attrs_unfit(const char *prov, const struct fab_attrs *a)
 {
+	for (size_t i = 0; i < sizeof known_unfit / sizeof known_unfit[0]; i++)
+		if (prov && !strcmp(prov, known_unfit[i].prov))
+			return known_unfit[i].why;
 	if (a->cq_data_size < 4)
 		return "its writes carry less than 4 bytes of remote CQ data (type and "
 		       "position)";

@@ -23,9 +23,9 @@ struct fab_attrs {
  * connection request's) gives; fab_attrs_for (fab_verbs.h) is what the
  * transport goes by. */
 void fab_attrs_of(const struct fi_info *info, struct fab_attrs *a);
-/* Why the transport cannot run on a provider with attributes a, or NULL
- * when it can. */
-const char *fab_attrs_unfit(const struct fab_attrs *a);
+/* Why the transport cannot run on provider prov with attributes a, or
+ * NULL when it can. */
+const char *fab_attrs_unfit(const char *prov, const struct fab_attrs *a);
 /* The largest RMA write to post: want, or less where the provider orders
  * or carries less in one write. */
 uint64_t fab_attrs_chunk(const struct fab_attrs *a, uint64_t want);

@@ -44,7 +44,7 @@ int fab_provider_fit(const char *prov, char *why, size_t len)
 	if (rc == 0) {
 		struct fab_attrs a;
 		fab_attrs_for(info, &a);
-		const char *unfit = fab_attrs_unfit(&a);
+		const char *unfit = fab_attrs_unfit(prov, &a);
 		fi_freeinfo(info);
 		if (!unfit)
 			return 0;

@@ -216,7 +216,7 @@ static int open_domain_locked(const char *prov)
 	}
 	struct fab_attrs a;
 	fab_attrs_for(base_info, &a);
-	const char *unfit = fab_attrs_unfit(&a);
+	const char *unfit = fab_attrs_unfit(prov, &a);
 	if (unfit) {
 		SHUNT_INFO("fabric: provider %s unusable (%s), remote connections take TCP", prov,
 			   unfit);

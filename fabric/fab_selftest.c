@@ -267,8 +267,18 @@ int fab_selftest(const char *prov, const struct sockaddr *addr, socklen_t alen, 
 		say(&r, "error: the connection left the fabric (state %d/%d, why %d/%d)\n",
 		    state_of(sv), state_of(cl), sv->why, cl->why);
 	rc = f[0].got == bytes && f[1].got == bytes && up ? 0 : -1;
-	if (rc < 0 && f[0].got + f[1].got < 2 * bytes && ms >= SELFTEST_MS)
+	if (rc < 0 && f[0].got + f[1].got < 2 * bytes && ms >= SELFTEST_MS) {
 		say(&r, "error: stalled for %d s\n", SELFTEST_MS / 1000);
+		for (int i = 0; i < 2; i++) {
+			struct fab_conn *c = i ? cl : sv;
+			say(&r, "%s end: tx head %llu posted %llu acked %llu in flight %zu; rx arrived "
+				"%llu consumed %llu credited %llu\n",
+			    i ? "client" : "server", (unsigned long long)c->tx_head,
+			    (unsigned long long)c->tx_posted, (unsigned long long)c->tx_acked,
+			    c->tx_inflight, (unsigned long long)c->rx_arrived,
+			    (unsigned long long)c->rx_consumed, (unsigned long long)c->rx_credited);
+		}
+	}
 out:
 	fab_offer_del(cl ? cl : sv);
 	end_close(sv);

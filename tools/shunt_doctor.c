@@ -34,6 +34,7 @@ static void doctor_usage(FILE *f)
 	fprintf(f,
 		"usage: shunt doctor [--config FILE] [--options 'k=v,...'] [--connections N]\n"
 		"                    [--to HOST:PORT [--program NAME]] [--json]\n"
+		"                    [--fabric-selftest[=PROVIDER] [--selftest-address ADDR]]\n"
 		"  --config FILE        configuration file, as shunt run takes it\n"
 		"  --options 'k=v,...'  settings over it, as shunt run takes them\n"
 		"  --connections N      shm connections open at once the rundir must hold\n"
@@ -43,6 +44,11 @@ static void doctor_usage(FILE *f)
 		"                       the server\n"
 		"  --program NAME       the client program, for rules naming programs\n"
 		"  --json               one JSON object\n"
+		"  --fabric-selftest[=PROVIDER]  one fabric connection from this host to itself\n"
+		"                       through shunt's code, bytes checked: verbs on a host\n"
+		"                       with an RDMA device, or PROVIDER (e.g. tcp) on\n"
+		"                       127.0.0.1; its report is a finding to send back\n"
+		"  --selftest-address ADDR  this host's address for the self-test's endpoints\n"
 		"Each finding is one line: OK, WARN or FAIL, with what to do\n"
 		"(docs/TROUBLESHOOTING.md).  Exit status: 0 when nothing FAILs, 1 otherwise.\n",
 		DEFAULT_CONNECTIONS);
@@ -107,7 +113,8 @@ static int resolve_to(const char *to, struct sockaddr_storage *ss, socklen_t *le
 
 int shunt_cmd_doctor(int argc, char **argv)
 {
-	enum { O_CONFIG = 1, O_OPTIONS, O_CONNECTIONS, O_TO, O_PROGRAM, O_JSON, O_HELP };
+	enum { O_CONFIG = 1, O_OPTIONS, O_CONNECTIONS, O_TO, O_PROGRAM, O_JSON, O_HELP, O_SELFTEST,
+	       O_SELFTEST_ADDR };
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, O_CONFIG},
 		{"options", required_argument, NULL, O_OPTIONS},
@@ -115,6 +122,8 @@ int shunt_cmd_doctor(int argc, char **argv)
 		{"to", required_argument, NULL, O_TO},
 		{"program", required_argument, NULL, O_PROGRAM},
 		{"json", no_argument, NULL, O_JSON},
+		{"fabric-selftest", optional_argument, NULL, O_SELFTEST},
+		{"selftest-address", required_argument, NULL, O_SELFTEST_ADDR},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -142,6 +151,11 @@ int shunt_cmd_doctor(int argc, char **argv)
 		case O_TO: d->to = optarg; break;
 		case O_PROGRAM: d->program = optarg; break;
 		case O_JSON: d->json = 1; break;
+		case O_SELFTEST:
+			d->selftest = 1;
+			d->selftest_prov = optarg;
+			break;
+		case O_SELFTEST_ADDR: d->selftest_addr = optarg; break;
 		case 'h':
 		case O_HELP:
 			doctor_usage(stdout);
@@ -156,6 +170,8 @@ int shunt_cmd_doctor(int argc, char **argv)
 		return usage_error("unexpected '%s'", argv[optind]);
 	if (d->program && !d->to)
 		return usage_error("--program goes with --to");
+	if (d->selftest_addr && !d->selftest)
+		return usage_error("--selftest-address goes with --fabric-selftest");
 
 	int rc = run_env_check(&env, "doctor");
 	if (rc)
@@ -183,6 +199,8 @@ int shunt_cmd_doctor(int argc, char **argv)
 	doctor_agent(d);
 	doctor_sockmap(d);
 	doctor_fabric(d, d->to ? (struct sockaddr *)&dst : NULL, dlen);
+	if (d->selftest)
+		doctor_fabric_selftest(d, d->selftest_prov, d->selftest_addr);
 	if (d->to)
 		doctor_to(d, (struct sockaddr *)&dst, dlen);
 	memset(d->secret, 0, sizeof(d->secret));

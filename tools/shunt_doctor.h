@@ -40,6 +40,9 @@ struct doctor {
 	int json;
 	const char *to;          /* --to HOST:PORT */
 	const char *program;     /* --program NAME: rules' program glob */
+	int selftest;            /* --fabric-selftest[=PROVIDER] */
+	const char *selftest_prov;
+	const char *selftest_addr; /* --selftest-address ADDR */
 	/* the configuration, loaded as shunt run loads it */
 	struct shunt_config cfg;
 	char config_file[PATH_MAX + 16];
@@ -86,6 +89,10 @@ void doctor_sockmap(struct doctor *d);  /* shunt_doctor_sockmap.c */
 /* shunt_doctor_fabric.c: sets fab; with --to's destination (NULL: none),
  * whether auto's verbs reaches it. */
 void doctor_fabric(struct doctor *d, const struct sockaddr *dst, socklen_t len);
+/* shunt_doctor_selftest.c: the fabric self-test on provider prov (NULL:
+ * verbs where there is an RDMA device) between endpoints on addr (NULL:
+ * the device's address, or 127.0.0.1 for a named provider). */
+void doctor_fabric_selftest(struct doctor *d, const char *prov, const char *addr);
 /* shunt_doctor_to.c: which transport a connection to dst would take. */
 void doctor_to(struct doctor *d, const struct sockaddr *dst, socklen_t len);
 

@@ -82,6 +82,10 @@
 	X(FABRIC_TCP, "fabric-tcp", WARN,                                                          \
 	  "fabric_provider = auto outside tests: over libfabric's tcp provider the fabric path "   \
 	  "is not faster than kernel TCP")                                                         \
+	X(FABRIC_SELFTEST, "fabric-selftest", OK, "nothing")                                       \
+	X(FABRIC_SELFTEST_FAILED, "fabric-selftest-failed", FAIL,                                  \
+	  "send the finding's report with the bug; check the fabric findings above, and for "     \
+	  "verbs the device, its port state (ibv_devinfo) and locked memory (ulimit -l)")          \
 	X(TO, "to", OK, "nothing")                                                                 \
 	X(TO_DISABLED, "to-disabled", FAIL, "set enable = yes (see config-disabled)")              \
 	X(TO_RULE, "to-rule", WARN,                                                                \

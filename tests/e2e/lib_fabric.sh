@@ -4,13 +4,33 @@
 # transport: fabric here).  Two "hosts" are two network
 # namespaces joined by a veth pair, 198.18.0.1/24 (A) and 198.18.0.2/24 (B)
 # (198.18.0.0/15 only), each with its own rundir and its own shuntd.  Both
-# ends run `shunt run` with fabric_provider=tcp and assert from the debug
-# logs.
+# ends run `shunt run` with fabric_provider=$FAB_PROVIDER (tcp unless the
+# test's entry names another) and assert from the debug logs.
+# FAB_EMULATE=verbs: the verbs provider's rules are enforced on it
+# (SHUNT_FABRIC_EMULATE, fabric/fab_verbs.c) and the test fails unless the
+# code meant for verbs ran (every rule checked at least once), breaking
+# none.
 source "$(dirname "${BASH_SOURCE[0]}")/lib_shm.sh"
 
+FAB_PROVIDER=${FAB_PROVIDER:-tcp}
+FAB_PROVIDER=${FAB_PROVIDER//+/;} # (ctest cannot pass a ';')
+FAB_EMULATE=${FAB_EMULATE:-}
 if ! can_netns; then
 	echo "SKIP: $E2E_NAME needs root to create network namespaces"
 	exit 0
+fi
+# A provider the transport cannot run on: the reason, from the transport's
+# own judgement (shunt-fabtest check).
+if [[ -n ${FABTEST:-} ]]; then
+	_fit=$("$FABTEST" check "$FAB_PROVIDER" 2>&1) ||
+		{
+			echo "SKIP: $E2E_NAME on provider '$FAB_PROVIDER': ${_fit#unfit: }"
+			exit 0
+		}
+fi
+[[ $FAB_PROVIDER == tcp && -z $FAB_EMULATE ]] || note "provider $FAB_PROVIDER${FAB_EMULATE:+, $FAB_EMULATE rules enforced}"
+if [[ -n $FAB_EMULATE ]]; then
+	export SHUNT_FABRIC_EMULATE=$FAB_EMULATE
 fi
 SHUNTD=${SHUNTD:-$(dirname "$SHUNT")/shuntd}
 [[ -x "$SHUNTD" ]] || die "shuntd not found at $SHUNTD"
@@ -23,7 +43,34 @@ ADDR_B=198.18.0.2
 # connections in turn can take longer than that to connect back.  For the
 # same reason a process's first connection waits for libfabric's start-up
 # (by default it would go by TCP meanwhile: fab_start.sh tests that).
-FAB_OPTS="fabric_provider=tcp,offer_timeout_ms=3000,fabric_load_wait_ms=30000"
+FAB_OPTS="fabric_provider=$FAB_PROVIDER,offer_timeout_ms=3000,fabric_load_wait_ms=30000"
+
+# fab_rules_check: with FAB_EMULATE=verbs, every process's last count of
+# the verbs rules (a debug line at each connection's end) over the whole
+# test: none broken, and each rule checked in some process — receives
+# posted and consumed for CQ data, contexts, registered local buffers,
+# virtual addresses, provider keys, 4-byte CQ data.
+fab_rules_check() {
+	[[ -n $FAB_EMULATE ]] || return 0
+	local lines
+	lines=$(cat "$TMP"/*/logs/*.log 2>/dev/null | grep -E 'fabric: verbs rules' || true)
+	[[ -n $lines ]] || die "verbs rules enforced, but no fabric connection reported them"
+	local k max
+	for k in recv_posted recv_taken contexts local virt keys cq_data; do
+		max=$(grep -oE " $k=[0-9]+" <<<"$lines" | cut -d= -f2 | sort -n | tail -n 1)
+		[[ ${max:-0} -gt 0 ]] || die "the code meant for verbs never ran: $k=0 in every process"
+	done
+	max=$(grep -oE " broken=[0-9]+" <<<"$lines" | cut -d= -f2 | sort -n | tail -n 1)
+	[[ ${max:-0} -eq 0 ]] || die "verbs rules broken ($max): $(grep -h 'breaks a verbs rule' "$TMP"/*/logs/*.log | head -n 3)"
+	note "verbs rules: $(tail -n 1 <<<"$lines" | sed 's/.*(process so far): //') (a process's)"
+}
+if [[ -n $FAB_EMULATE ]]; then
+	eval "_fab_finish_subtests() $(declare -f finish_subtests | tail -n +2)"
+	finish_subtests() {
+		fab_rules_check
+		_fab_finish_subtests
+	}
+fi
 
 # fab_hosts: two namespaces NSA, NSB joined by a veth pair.
 fab_hosts() {
