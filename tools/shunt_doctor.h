@@ -93,6 +93,10 @@ void doctor_fabric(struct doctor *d, const struct sockaddr *dst, socklen_t len);
  * verbs where there is an RDMA device) between endpoints on addr (NULL:
  * the device's address, or 127.0.0.1 for a named provider). */
 void doctor_fabric_selftest(struct doctor *d, const char *prov, const char *addr);
+/* 1 with why when the fabric transport cannot run on provider prov
+ * (shunt-fabtest check: FI_EP_RDM only, attributes, known behaviour); 0
+ * when it can or when that cannot be asked. */
+int doctor_fabric_unfit(const char *prov, char *why, size_t len);
 /* shunt_doctor_to.c: which transport a connection to dst would take. */
 void doctor_to(struct doctor *d, const struct sockaddr *dst, socklen_t len);
 

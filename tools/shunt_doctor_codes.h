@@ -75,7 +75,8 @@
 	  "install libfabric1 (and rdma-core for verbs), or fabric_provider = auto where there is " \
 	  "no RDMA")                                                                               \
 	X(FABRIC_PROVIDER, "fabric-provider", FAIL,                                                \
-	  "name a provider fi_info -l lists (libfabric-bin), or fabric_provider = auto")           \
+	  "name a provider fi_info -l lists (libfabric-bin) with FI_EP_MSG endpoints the "        \
+	  "transport runs on (verbs, tcp), or fabric_provider = auto")                             \
 	X(FABRIC_VERBS, "fabric-verbs", WARN,                                                      \
 	  "install the NIC's rdma-core provider and libfabric's verbs provider (fi_info -p "       \
 	  "verbs); in containers, the devices and locked memory (docs/DEPLOY.md, RDMA)")           \

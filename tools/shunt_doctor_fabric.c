@@ -246,6 +246,14 @@ void doctor_fabric(struct doctor *d, const struct sockaddr *dst, socklen_t len)
 			   prov, f->version, f->providers[0] ? f->providers : "no provider");
 		ok = 0;
 	}
+	char why[512];
+	if (ok && f->loaded && !autop && doctor_fabric_unfit(prov, why, sizeof(why))) {
+		doctor_add(d, DOC_FABRIC_PROVIDER,
+			   "fabric_provider = %s, but the fabric transport cannot run on it: %s: "
+			   "connections to other hosts take TCP (reason provider-error)",
+			   prov, why);
+		ok = 0;
+	}
 	if (f->loaded && autop && f->ndev && !doctor_fabric_offers(f, "verbs")) {
 		doctor_add(d, DOC_FABRIC_VERBS,
 			   "RDMA devices %s, but libfabric %s has no verbs provider for them (it offers "

@@ -113,8 +113,9 @@ static int rdma_address(char *out, size_t len)
 	return found ? 0 : -1;
 }
 
-/* Run prog run PROV ADDR in a child, its stdout into buf: its exit status
- * (-1 when it could not run or timed out, with why in buf). */
+/* Run prog run PROV ADDR (addr NULL: prog check PROV) in a child, its
+ * stdout into buf: its exit status (-1 when it could not run or timed out,
+ * with why in buf). */
 static int run_child(const char *prog, const char *prov, const char *addr, char *buf, size_t len)
 {
 	int p[2];
@@ -135,7 +136,10 @@ static int run_child(const char *prog, const char *prov, const char *addr, char 
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		if (null >= 0)
 			dup2(null, 2); /* (libfabric's own warnings are not the report) */
-		execl(prog, prog, "run", prov, addr, (char *)NULL);
+		if (addr)
+			execl(prog, prog, "run", prov, addr, (char *)NULL);
+		else
+			execl(prog, prog, "check", prov, (char *)NULL);
 		dprintf(1, "error: cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
@@ -212,4 +216,16 @@ void doctor_fabric_selftest(struct doctor *d, const char *prov, const char *addr
 	else
 		doctor_add(d, DOC_FABRIC_SELFTEST_FAILED, "fabric self-test failed (status %d): %s", rc,
 			   msg[0] ? msg : "no report");
+}
+
+int doctor_fabric_unfit(const char *prov, char *why, size_t len)
+{
+	char prog[PATH_MAX + 64], out[1024];
+	if (find_fabtest(prog, sizeof(prog)) < 0)
+		return 0; /* (not installed: nothing more to say) */
+	if (run_child(prog, prov, NULL, out, sizeof(out)) != 3)
+		return 0;
+	out[strcspn(out, "\n")] = '\0';
+	snprintf(why, len, "%s", strncmp(out, "unfit: ", 7) ? out : out + 7);
+	return 1;
 }
