@@ -28,7 +28,7 @@
 #include <sys/uio.h>
 
 #include "shunt_core.h"
-#include "shunt_spin.h"
+#include "shunt_waitpolicy.h"
 #include "shunt_fdtab.h"
 #include "shunt_reason.h"
 #include "shunt_refs.h"
@@ -101,7 +101,7 @@ struct shunt_conn_wait_ops {
 	/* A counter that moves whenever bytes arrive or space frees: the
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
-	/* Where the two ends are (core/shunt_spin.h): the peer's presence,
+	/* Where the two ends are (core/shunt_presence.h): the peer's presence,
 	 * with *mine this end's, both in memory the two ends share; NULL when
 	 * the transport cannot know (a remote peer: the spin budget alone
 	 * decides).  May be NULL. */

@@ -1,7 +1,7 @@
 #include <criterion/criterion.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "core/shunt_spin.h"
+#include "core/shunt_waitpolicy.h"
 
 #define CAP 20000u
 
@@ -238,4 +238,32 @@ Test(spin, an_event_loop_whose_spins_keep_paying_yields_now_and_then)
 	cr_assert_eq(run, 0);
 	cr_assert_eq(shunt_spin_run(&run, 1), 0);
 	cr_assert_eq(run, 1);
+}
+
+/* A wait's first step (shunt_wait_plan), from what it knows. */
+Test(spin, plan_spins_only_where_the_policy_says)
+{
+	uint32_t beat;
+	int yf;
+	struct shunt_presence p = peer_at(SHUNT_AT_APP, 1);
+	struct shunt_wait_view v = {.budget_ns = CAP, .peer = &p, .mycpu = 0, .runnable = 2,
+				    .ncpus = 2};
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON);
+	cr_assert_eq(yf, 0);
+	v.budget_ns = 0;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_BUDGET, "no budget: sleep");
+	v.budget_ns = CAP;
+	v.mycpu = 1;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_SAME_CPU);
+	v.mycpu = 0;
+	v.runnable = 8;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_CROWDED, "oversubscribed");
+	v.runnable = 2;
+	p = peer_at(SHUNT_AT_APP, -1);
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON);
+	cr_assert_eq(yf, 1, "a peer that has not said where it runs is let run first");
+	v.peer = NULL;
+	v.runnable = 8;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON, "remote: the budget decides");
+	cr_assert_eq(yf, 0);
 }

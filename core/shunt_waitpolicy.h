@@ -10,28 +10,12 @@
  * from that, from its own CPU, and from what its past waits taught it
  * (struct shunt_spin_state), as adaptive mutexes and the kernel's busy
  * polling do.  Pure logic: the only system call is sched_getcpu (vDSO). */
-#ifndef SHUNT_SPIN_H
-#define SHUNT_SPIN_H
+#ifndef SHUNT_WAITPOLICY_H
+#define SHUNT_WAITPOLICY_H
 
 #include <stdint.h>
 
-/* Where one end of a connection is.  Written by that end only. */
-enum shunt_where {
-	SHUNT_AT_APP = 0,   /* in the application (or between calls) */
-	SHUNT_AT_SPIN = 1,  /* in a wait, spinning */
-	SHUNT_AT_SLEEP = 2, /* in a wait, asleep in the kernel */
-};
-
-/* One end's published presence: a cache line of its own in the shared
- * header.  The peer treats every field as a hint (and as hostile): a wrong
- * value costs a spin or a sleep, never a lost byte. */
-struct shunt_presence {
-	uint32_t where; /* enum shunt_where */
-	int32_t cpu;    /* the CPU it was on when it last changed where; -1 unknown */
-	uint32_t beat;  /* advances while it spins: a spinner whose beat stops
-			   has been taken off its CPU */
-	uint32_t pad[13];
-} __attribute__((aligned(64)));
+#include "shunt_presence.h"
 
 /* What one end's waits have taught it.  Private to the end (not shared). */
 struct shunt_spin_state {
@@ -173,24 +157,24 @@ static inline int shunt_spin_oneway(uint64_t *mark, uint64_t other)
 void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns,
 		      int ready, enum shunt_spin_verdict why);
 
-/* Publish where this end is now (a relaxed store each: the peer reads
- * hints; the CPU is asked only when it matters). */
-static inline void shunt_presence_set(struct shunt_presence *p, enum shunt_where w, int cpu)
-{
-	__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
-}
+/* What a wait on one connection knows as it starts. */
+struct shunt_wait_view {
+	uint64_t budget_ns;                 /* shunt_spin_budget's (0: none) */
+	const struct shunt_presence *peer;  /* NULL: nothing known (remote) */
+	int mycpu;                          /* -1 unknown */
+	int woke;     /* this end woke the peer for this exchange */
+	int young;    /* within SHUNT_SPIN_YOUNG_WAITS: the peer's setup */
+	int runnable; /* tasks runnable on the machine, us included; -1 unknown */
+	unsigned ncpus;
+};
 
-/* shunt_presence_set, storing only what changed.  The peer reads the line
- * whenever it waits, so a store must first take the line back from it (a
- * cross-CPU round trip), and the next locked instruction waits for that:
- * on the data path, a round trip per call before the data could move. */
-static inline void shunt_presence_note(struct shunt_presence *p, enum shunt_where w, int cpu)
-{
-	if (__atomic_load_n(&p->cpu, __ATOMIC_RELAXED) != cpu)
-		__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&p->where, __ATOMIC_RELAXED) != (uint32_t)w)
-		__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
-}
+/* A wait's first step, from what it knows: SHUNT_SPIN_ON to spin (with
+ * *yield_first set when the peer has not said where it runs: a server
+ * that has not accepted yet may be queued on our CPU, waiting for the very
+ * slice a spin would burn, so it is let run first), else why it hands off
+ * at once (shunt_spin_yield_ok then says yield or sleep).  *beat starts
+ * the peer's beat for shunt_spin_check. */
+enum shunt_spin_verdict shunt_wait_plan(const struct shunt_wait_view *v, uint32_t *beat,
+					int *yield_first);
 
 #endif

@@ -1,5 +1,5 @@
-/* When a blocking call spins (shunt_spin.h). */
-#include "shunt_spin.h"
+/* The wait policy (shunt_waitpolicy.h): pure logic, no system call. */
+#include "shunt_waitpolicy.h"
 
 void shunt_spin_init(struct shunt_spin_state *s, uint64_t cap_ns)
 {
@@ -124,4 +124,24 @@ void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun
 	if (b > cap_ns)
 		b = cap_ns;
 	s->budget_ns = (uint32_t)b;
+}
+
+enum shunt_spin_verdict shunt_wait_plan(const struct shunt_wait_view *v, uint32_t *beat,
+					int *yield_first)
+{
+	*yield_first = 0;
+	*beat = SHUNT_SPIN_NO_BEAT;
+	if (!v->budget_ns)
+		return SHUNT_SPIN_BUDGET;
+	enum shunt_spin_verdict why =
+		shunt_spin_check(v->peer, v->mycpu, v->woke, 0, v->budget_ns, beat);
+	if (why != SHUNT_SPIN_ON || !v->peer)
+		return why;
+	/* Others want the CPUs: sleep until the answer, as the kernel's
+	 * sockets do (shunt_spin_crowd). */
+	int running = __atomic_load_n(&v->peer->where, __ATOMIC_RELAXED) != SHUNT_AT_SLEEP;
+	if (shunt_spin_crowd(v->young, running, v->runnable, v->ncpus))
+		return SHUNT_SPIN_CROWDED;
+	*yield_first = __atomic_load_n(&v->peer->cpu, __ATOMIC_RELAXED) < 0;
+	return SHUNT_SPIN_ON;
 }
