@@ -173,7 +173,8 @@ struct shunt_conn {
 	int held;          /* 1 + an fd of shunt's own on the socket, kept
 			      from the last close to the last reference while
 			      calls were still in flight; 0: none */
-	struct shunt_spin_state spin; /* what this end's waits have taught it */
+	struct shunt_spin_state spin[2]; /* what this end's waits taught it:
+					    [0] for input, [1] for output */
 	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
 	uint64_t wait_mark[2]; /* [0] bytes_out at the last wait for input, [1]
 				  bytes_in at the last wait for output: the

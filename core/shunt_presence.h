@@ -21,7 +21,11 @@ struct shunt_presence {
 	int32_t cpu;    /* the CPU it was on when it last changed where; -1 unknown */
 	uint32_t beat;  /* advances while it spins: a spinner whose beat stops
 			   has been taken off its CPU */
-	uint32_t pad[13];
+	uint32_t pad0;
+	uint64_t woke_ns; /* when it last woke its sleeping peer (the monotonic
+			     clock, one per host): the answer's time, for a
+			     peer that slept through it */
+	uint32_t pad[10];
 } __attribute__((aligned(64)));
 
 /* Publish where this end is now (a relaxed store each: the peer reads

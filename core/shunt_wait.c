@@ -45,6 +45,17 @@ static uint64_t deadline_of(struct shunt_conn *c, int opt)
 	return shunt_now_ms() + (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 + 1;
 }
 
+void shunt_wait_limits(struct shunt_spin_limits *l, int many)
+{
+	const struct shunt_config *cfg = shunt_config();
+	uint64_t x = many ? SHUNT_SPIN_LOOP_X : 1u;
+	l->cost_ns = (uint64_t)cfg->spin_us * 1000 * x;
+	l->max_ns = (uint64_t)cfg->spin_max_us * 1000 * x;
+	/* spin_max_us below spin_us: the older single knob's meaning. */
+	if (l->max_ns < l->cost_ns)
+		l->max_ns = l->cost_ns;
+}
+
 /* One wait on one connection: what it waits for, and where the two ends
  * are. */
 struct conn_wait {
@@ -54,6 +65,9 @@ struct conn_wait {
 	int oneway;                        /* the wait continues a one-way stream */
 	const struct shunt_presence *peer; /* NULL: nothing known */
 	struct shunt_presence *mine;
+	struct shunt_spin_state *st;       /* what this direction learnt */
+	struct shunt_spin_limits lim;
+	uint64_t t0;                       /* when the wait began */
 };
 
 /* Ready, or demoted: a poll() that hands the connection to the kernel
@@ -67,19 +81,22 @@ static int conn_ready(const struct conn_wait *a)
 	       __atomic_load_n(&a->c->left, __ATOMIC_ACQUIRE);
 }
 
-/* Spin until ready or shunt_spin_check says stop (*why); *polls counts the
- * looks.  "Spinning" is said only once the spin lasts (its first beat): a
- * wait answered within a few hundred nanoseconds writes nothing the peer
- * reads, and to the peer it looks as what it is, an end that runs. */
+/* Spin until ready or shunt_spin_check says stop (*why).  A peer that
+ * moves bytes (the ring's progress: it copies a large message, or takes
+ * ours) is not stalled, and keeps the spin going a budget past its last
+ * move, within spin_max_us.  "Spinning" is said only once the spin lasts
+ * (its first beat): a wait answered within a few hundred nanoseconds
+ * writes nothing the peer reads, and to the peer it looks as what it is,
+ * an end that runs. */
 static int spin_loop(const struct conn_wait *a, int woke, uint64_t budget, uint64_t t0,
-		     uint32_t *beat, enum shunt_spin_verdict *why, unsigned *polls)
+		     uint32_t *beat, enum shunt_spin_verdict *why)
 {
 	struct shunt_presence *mine = a->mine;
+	uint64_t (*progress)(struct shunt_conn *) = a->c->ops->wait->progress;
+	uint64_t seq = progress ? progress(a->c) : 0, from = t0;
 	for (unsigned i = 1;; i++) {
-		if (conn_ready(a)) {
-			*polls = i;
+		if (conn_ready(a))
 			return 1;
-		}
 		shunt_cpu_relax();
 		if ((i & 63) == 0) {
 			if (mine) {
@@ -88,12 +105,16 @@ static int spin_loop(const struct conn_wait *a, int woke, uint64_t budget, uint6
 					__atomic_store_n(&mine->where, SHUNT_AT_SPIN,
 							 __ATOMIC_RELEASE);
 			}
-			*why = shunt_spin_check(a->peer, a->cpu, woke, shunt_now_ns() - t0, budget,
-						beat);
-			if (*why != SHUNT_SPIN_ON) {
-				*polls = i;
-				return 0;
+			uint64_t now = shunt_now_ns();
+			uint64_t s = progress ? progress(a->c) : seq;
+			if (s != seq && now - t0 < a->lim.max_ns) {
+				seq = s;
+				from = now;
+				*beat = SHUNT_SPIN_NO_BEAT;
 			}
+			*why = shunt_spin_check(a->peer, a->cpu, woke, now - from, budget, beat);
+			if (*why != SHUNT_SPIN_ON)
+				return 0;
 		}
 	}
 }
@@ -102,9 +123,8 @@ static int spin_loop(const struct conn_wait *a, int woke, uint64_t budget, uint6
 static int spin(struct conn_wait *a)
 {
 	struct shunt_conn *c = a->c;
-	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000;
 	struct shunt_wait_view v = {.peer = a->peer, .mycpu = a->cpu, .runnable = -1, .ncpus = 1};
-	v.budget_ns = a->mine ? shunt_spin_budget(&c->spin, cap) : cap;
+	v.budget_ns = shunt_spin_budget(a->st, &a->lim);
 	/* Not an exchange: a locked instruction here would wait for the
 	 * stores of the call that came before (the data just sent) to reach
 	 * the peer. */
@@ -118,40 +138,35 @@ static int spin(struct conn_wait *a)
 		a->oneway = 1;
 		c->waits++;
 	}
-	uint64_t t0 = 0; /* the spin's start: one clock read for the sample too */
-	if (v.budget_ns && a->peer) {
-		t0 = shunt_now_ns();
-		v.runnable = shunt_runnable_sample(&v.ncpus, t0);
-	}
+	if (v.budget_ns && a->peer)
+		v.runnable = shunt_runnable_sample(&v.ncpus, a->t0);
 	uint32_t beat;
 	int yield_first;
 	enum shunt_spin_verdict why = shunt_wait_plan(&v, &beat, &yield_first);
+	uint64_t t0 = a->t0;
 	if (yield_first) {
 		shunt_wait_handoff(c, why, 1, 0);
 		if (conn_ready(a))
 			return 1;
-		t0 = 0; /* the spin starts after the yield, not before it */
+		t0 = shunt_now_ns(); /* the spin starts after the yield */
 	}
-	if (why != SHUNT_SPIN_ON) {
-		/* Not worth a spin (the peer shares our CPU, or sleeps): hand
-		 * off at once.  The budget stays: this was the placement. */
-		if (a->mine && v.budget_ns)
-			shunt_spin_learn(&c->spin, cap, 0, 0, why);
+	/* Not worth a spin (the peer shares our CPU, or sleeps, or the
+	 * answers come later than a spin pays for): hand off at once. */
+	if (why != SHUNT_SPIN_ON)
 		return shunt_wait_handoff(c, why, 0, a->oneway) && conn_ready(a);
-	}
 	if (a->mine)
 		shunt_presence_note(a->mine, SHUNT_AT_APP, a->cpu);
-	if (!t0)
-		t0 = shunt_now_ns();
-	unsigned polls;
-	int ready = spin_loop(a, v.woke, v.budget_ns, t0, &beat, &why, &polls);
-	/* An answer before the first look at the clock teaches "sooner than
-	 * a beat", as a spin of 0 ns does (the floor); not reading the clock
-	 * keeps a vDSO call off the path from the data to the application. */
-	if (a->mine)
-		shunt_spin_learn(&c->spin, cap, ready && polls < 64 ? 0 : shunt_now_ns() - t0,
-				 ready, ready ? SHUNT_SPIN_ON : why);
-	return ready || (shunt_wait_handoff(c, why, 0, a->oneway) && conn_ready(a));
+	if (spin_loop(a, v.woke, v.budget_ns, t0, &beat, &why))
+		return 1;
+	return shunt_wait_handoff(c, why, 0, a->oneway) && conn_ready(a);
+}
+
+/* When the answer came, for a wait that slept: the peer's stamp of its
+ * wakeup when it woke us during this wait, else now. */
+static uint64_t answer_at(const struct conn_wait *a, uint64_t now)
+{
+	uint64_t w = a->peer ? __atomic_load_n(&a->peer->woke_ns, __ATOMIC_RELAXED) : 0;
+	return w >= a->t0 && w <= now ? w : now;
 }
 
 /* One sleep of at most timeout_ms (-1: the transport's slice): 0 to look
@@ -230,13 +245,14 @@ static int sleep_until(const struct conn_wait *a, uint64_t dl)
 
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 {
-	struct conn_wait a = {c, ev, -1, 0, NULL, NULL};
+	int in = (ev & POLLOUT) == 0;
+	struct conn_wait a = {c, ev, -1, 0, NULL, NULL, &c->spin[!in], {0, 0}, shunt_now_ns()};
 	a.peer = c->ops->wait->presence ? c->ops->wait->presence(c, &a.mine) : NULL;
 	a.cpu = a.mine ? sched_getcpu() : -1;
+	shunt_wait_limits(&a.lim, 0);
 	/* Has anything gone the other way since this end last waited in this
 	 * direction?  (Plain reads: a thread sharing the end may race, and a
 	 * wrong guess costs a yield or a sleep, never a byte.) */
-	int in = (ev & POLLOUT) == 0;
 	a.oneway = shunt_spin_oneway(&c->wait_mark[!in], in ? c->bytes_out : c->bytes_in);
 	/* Not asked again after a spin that saw it ready: for a transport
 	 * whose readiness test calls into a provider, that is a system call
@@ -244,6 +260,7 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	if (spin(&a)) {
 		if (a.mine)
 			shunt_presence_note(a.mine, SHUNT_AT_APP, a.cpu);
+		shunt_spin_learn(a.st, &a.lim, shunt_now_ns() - a.t0);
 		SHUNT_STAT_ADD(c, spin_hits, 1);
 		return 0;
 	}
@@ -263,6 +280,8 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	 * peer's spin decisions read it (one vDSO call per sleep). */
 	if (a.mine)
 		shunt_presence_set(a.mine, SHUNT_AT_APP, sched_getcpu());
+	uint64_t now = shunt_now_ns();
+	shunt_spin_learn(a.st, &a.lim, answer_at(&a, now) - a.t0);
 	return rc;
 }
 

@@ -26,6 +26,10 @@ struct shunt_conn;
 #define SHUNT_RECHECK_FIRST_MS 10
 #define SHUNT_RECHECK_MAX_MS 1000
 
+/* The limits of a spin (shunt_spin_limits): spin_us and spin_max_us,
+ * SHUNT_SPIN_LOOP_X times those for an event loop's wait over many. */
+void shunt_wait_limits(struct shunt_spin_limits *l, int many);
+
 /* A wait that will not spin (why: SHUNT_SPIN_SAME_CPU, or the peer has
  * not said where it runs: unknown) gives its CPU to the peer with one
  * sched_yield() where shunt_spin_yield_ok says so (oneway: the wait

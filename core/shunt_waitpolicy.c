@@ -1,26 +1,81 @@
 /* The wait policy (shunt_waitpolicy.h): pure logic, no system call. */
 #include "shunt_waitpolicy.h"
 
-void shunt_spin_init(struct shunt_spin_state *s, uint64_t cap_ns)
+void shunt_spin_init(struct shunt_spin_state *s, const struct shunt_spin_limits *l)
 {
-	s->budget_ns = cap_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)cap_ns;
-	s->idle = 0;
+	*s = (struct shunt_spin_state){0};
+	uint64_t p = shunt_spin_probe(l);
+	s->budget_ns = p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
 }
 
-uint64_t shunt_spin_budget(struct shunt_spin_state *s, uint64_t cap_ns)
+uint64_t shunt_spin_probe(const struct shunt_spin_limits *l)
 {
-	if (cap_ns == 0)
+	uint64_t p = l->cost_ns + l->cost_ns / 4;
+	if (p > l->max_ns)
+		p = l->max_ns;
+	return p < SHUNT_SPIN_FLOOR_NS && p ? SHUNT_SPIN_FLOOR_NS : p;
+}
+
+/* The spin that waits for an answer of a ns, with room for its jitter. */
+static uint64_t cover_of(uint64_t a)
+{
+	uint64_t b = a + a / 4 + 1000;
+	return b < SHUNT_SPIN_FLOOR_NS ? SHUNT_SPIN_FLOOR_NS : b;
+}
+
+uint64_t shunt_spin_cover(const uint32_t *ans, unsigned n, const struct shunt_spin_limits *l)
+{
+	uint32_t v[SHUNT_SPIN_HISTORY];
+	if (n > SHUNT_SPIN_HISTORY)
+		n = SHUNT_SPIN_HISTORY;
+	if (!n || !l->cost_ns || !l->max_ns)
 		return 0;
-	uint64_t b = s->budget_ns < cap_ns ? s->budget_ns : cap_ns;
-	if (b >= SHUNT_SPIN_FLOOR_NS)
-		return b;
-	/* Spins have stopped paying.  Look again now and then: the peer may
-	 * have moved to another CPU, or become faster. */
+	/* Sorted, the fastest first (insertion: eight at most). */
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j = i;
+		for (; j > 0 && v[j - 1] > ans[i]; j--)
+			v[j] = v[j - 1];
+		v[j] = ans[i];
+	}
+	uint64_t sum = 0, best = 0;
+	/* Covering the j+1 fastest: each costs its own time, the others the
+	 * whole spin; the longest spin within the limits wins. */
+	for (unsigned j = 0; j < n; j++) {
+		sum += v[j];
+		uint64_t b = cover_of(v[j]);
+		if (b > l->max_ns)
+			break;
+		if (2 * (j + 1) < n)
+			continue; /* less than half of them: sleeping is the better bet */
+		if (sum + (uint64_t)(n - 1 - j) * b <= (uint64_t)n * l->cost_ns)
+			best = b;
+	}
+	return best;
+}
+
+uint64_t shunt_spin_budget(struct shunt_spin_state *s, const struct shunt_spin_limits *l)
+{
+	if (!l->cost_ns || !l->max_ns)
+		return 0;
+	if (s->budget_ns)
+		return s->budget_ns < l->max_ns ? s->budget_ns : l->max_ns;
+	/* The answers come later than a spin can pay for.  Look again now and
+	 * then where nothing else tells: the peer may have become faster. */
 	if (++s->idle < SHUNT_SPIN_PROBE_EVERY)
 		return 0;
 	s->idle = 0;
-	b = cap_ns / 4;
-	return b < SHUNT_SPIN_FLOOR_NS ? SHUNT_SPIN_FLOOR_NS : b;
+	return shunt_spin_probe(l);
+}
+
+void shunt_spin_learn(struct shunt_spin_state *s, const struct shunt_spin_limits *l,
+		      uint64_t answer_ns)
+{
+	s->ans[s->at] = answer_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)answer_ns;
+	s->at = (uint8_t)((s->at + 1) % SHUNT_SPIN_HISTORY);
+	if (s->n < SHUNT_SPIN_HISTORY)
+		s->n++;
+	uint64_t b = shunt_spin_cover(s->ans, s->n, l);
+	s->budget_ns = b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
 }
 
 enum shunt_spin_verdict shunt_spin_check(const struct shunt_presence *peer, int mycpu,
@@ -97,33 +152,6 @@ int shunt_spin_yield_ok(enum shunt_spin_verdict why, int unknown, int oneway, in
 	/* An exchange yields exactly where it would spin: while the others
 	 * alone cannot fill every CPU. */
 	return runnable >= 0 && !shunt_spin_oversubscribed(runnable, ncpus);
-}
-
-void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns, int ready,
-		      enum shunt_spin_verdict why)
-{
-	uint64_t b = s->budget_ns;
-	if (ready) {
-		/* It paid: keep room for answers up to four times as slow as
-		 * this one.  Success never shrinks the budget; only answers
-		 * that did not come in time do. */
-		uint64_t want = 4 * spun_ns;
-		if (want < SHUNT_SPIN_FLOOR_NS)
-			want = SHUNT_SPIN_FLOOR_NS;
-		if (want > b)
-			b = want;
-		s->idle = 0;
-	} else if (why == SHUNT_SPIN_BUDGET) {
-		/* The answer did not come in time: half as long next time. */
-		b /= 2;
-		if (b < SHUNT_SPIN_FLOOR_NS)
-			b = 0;
-	}
-	/* SAME_CPU, PEER_ASLEEP, PEER_STALLED, CROWDED: the placement said
-	 * no, not the budget; it stays. */
-	if (b > cap_ns)
-		b = cap_ns;
-	s->budget_ns = (uint32_t)b;
 }
 
 enum shunt_spin_verdict shunt_wait_plan(const struct shunt_wait_view *v, uint32_t *beat,

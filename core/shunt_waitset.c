@@ -50,72 +50,101 @@ static int spin_loop(int (*ready)(void *), int (*worth)(void *, int), void *arg,
 	}
 }
 
-int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg, int many)
+uint64_t shunt_conn_woke_at(struct shunt_conn *c)
 {
-	/* One budget per thread: a thread waits in one event loop, and what
-	 * its waits teach it is about the peers of that loop. */
-	static __thread struct shunt_spin_state st;
-	static __thread uint8_t st_init;
-	/* Spun since this thread last gave its CPU away (ns). */
-	static __thread uint64_t run_ns;
-	uint64_t cap = (uint64_t)shunt_config()->spin_us * 1000 * (many ? SHUNT_SPIN_LOOP_X : 1u);
-	if (!st_init) {
-		shunt_spin_init(&st, cap);
-		st_init = 1;
-	}
-	uint64_t budget = shunt_spin_budget(&st, cap);
+	struct shunt_presence *mine;
+	const struct shunt_presence *peer = c->ops->wait->presence ? c->ops->wait->presence(c, &mine) : NULL;
+	return peer ? __atomic_load_n(&peer->woke_ns, __ATOMIC_RELAXED) : 0;
+}
+
+/* One budget per thread: a thread waits in one event loop, and what its
+ * waits teach it is about the peers of that loop. */
+static __thread struct shunt_spin_state loop_st;
+static __thread uint8_t loop_init;
+/* Spun since this thread last gave its CPU away (ns). */
+static __thread uint64_t run_ns;
+
+/* Spin while spinning pays: 1 when ready, with the spin's length in
+ * *spun. */
+static int spin(struct shunt_waitset *w, const struct shunt_spin_limits *l, uint64_t *spun)
+{
+	*spun = 0;
+	uint64_t budget = shunt_spin_budget(&loop_st, l);
 	if (!budget)
 		return 0;
 	int cpu = sched_getcpu();
-	int w = worth(arg, cpu);
-	if (w != SHUNT_WORTH_SPIN)
-		return w == SHUNT_WORTH_YIELD &&
-		       shunt_wait_handoff(NULL, SHUNT_SPIN_SAME_CPU, 0, 0) && ready(arg);
+	int wv = w->worth(w->arg, cpu);
+	if (wv != SHUNT_WORTH_SPIN)
+		return wv == SHUNT_WORTH_YIELD &&
+		       shunt_wait_handoff(NULL, SHUNT_SPIN_SAME_CPU, 0, 0) && w->ready(w->arg);
 	uint64_t t0 = shunt_now_ns();
 	enum shunt_spin_verdict why;
-	int ok = spin_loop(ready, worth, arg, cpu, budget, t0, &why);
-	uint64_t spun = shunt_now_ns() - t0;
-	shunt_spin_learn(&st, cap, spun, ok, ok ? SHUNT_SPIN_ON : why);
+	int ok = spin_loop(w->ready, w->worth, w->arg, cpu, budget, t0, &why);
+	*spun = shunt_now_ns() - t0;
 	if (!ok) {
 		run_ns = 0; /* it sleeps or yields now */
 		return why == SHUNT_SPIN_SAME_CPU && shunt_wait_handoff(NULL, why, 0, 0) &&
-		       ready(arg);
+		       w->ready(w->arg);
 	}
-	if (many && shunt_spin_run(&run_ns, spun))
+	if (w->many && shunt_spin_run(&run_ns, *spun))
 		sched_yield();
 	return 1;
 }
 
-static int spin(struct shunt_waitset *w)
+static int spin_locked(struct shunt_waitset *w, const struct shunt_spin_limits *l)
 {
+	uint64_t spun;
 	if (w->lock)
 		pthread_mutex_lock(w->lock);
-	int ok = shunt_spin_accel(w->ready, w->worth, w->arg, w->many);
+	int ok = spin(w, l, &spun);
 	if (w->lock)
 		pthread_mutex_unlock(w->lock);
 	return ok;
 }
 
+/* What the wait teaches: when its answer came, from its start t0 (the
+ * peers' stamps of a wakeup during a sleep, when the interposer can read
+ * them), for a wait that ended with something ready. */
+static void learn(struct shunt_waitset *w, const struct shunt_spin_limits *l, uint64_t t0)
+{
+	if (w->rc <= 0)
+		return;
+	uint64_t now = shunt_now_ns();
+	uint64_t at = w->slept && w->woke_at ? w->woke_at(w->arg, t0, now) : 0;
+	shunt_spin_learn(&loop_st, l, (at >= t0 && at <= now ? at : now) - t0);
+}
+
 int shunt_waitset_run(struct shunt_waitset *w)
 {
 	int kernel = 1;
-	w->spun = 0;
+	uint64_t t0 = shunt_now_ns();
+	struct shunt_spin_limits l;
+	w->spun = w->slept = 0;
 	for (;;) {
 		if (w->look(w, kernel))
-			return w->rc;
+			break;
 		int ms = shunt_remaining_ms(w->deadline_ns);
 		if (ms == 0)
 			return 0;
 		if (!w->spun && w->can_spin) {
+			shunt_wait_limits(&l, w->many);
+			if (!loop_init) {
+				shunt_spin_init(&loop_st, &l);
+				loop_init = 1;
+			}
 			/* Nothing came: the sleep asks the kernel (it returns at
 			 * once for a ready fd), so the next look need not. */
 			w->spun = 1;
-			kernel = spin(w);
+			kernel = spin_locked(w, &l);
 			continue;
 		}
 		w->told = 0;
+		w->slept = 1;
 		if (w->sleep(w, ms))
-			return w->rc;
+			break;
 		kernel = !w->told;
 	}
+	if (w->spun)
+		learn(w, &l, t0);
+	return w->rc;
 }

@@ -39,21 +39,26 @@ struct shunt_waitset {
 	int many;     /* (look) several connections or inner sets */
 	int can_spin; /* (look) 0: nothing in user space to spin on */
 	int told;     /* (sleep) see above */
+	/* The earliest time a peer of the set stamped a wakeup (its
+	 * presence's woke_ns) within t0..now, or 0 unknown: when the answer
+	 * of a wait that slept came.  May be NULL. */
+	uint64_t (*woke_at)(void *arg, uint64_t t0, uint64_t now);
 	int spun;     /* a spin ran in this wait */
+	int slept;    /* a sleep ran in this wait */
 	int rc;
 	uint64_t deadline_ns; /* 0: none */
 };
 
-/* Run the wait: look; spin once while spinning pays; then sleep and look
- * again until a step ends it.  Returns w->rc. */
+/* Run the wait: look; spin once while spinning pays (within this
+ * thread's budget, learnt as a blocking call's is from when its waits'
+ * answers came: shunt_waitpolicy.h; at most shunt_wait_limits, many: the
+ * wait covers several connections or inner sets), yield once where the
+ * peers say SHUNT_WORTH_YIELD; then sleep and look again until a step ends
+ * it.  Returns w->rc. */
 int shunt_waitset_run(struct shunt_waitset *w);
 
-/* A wait in poll, select or epoll: spin until ready(arg), within this
- * thread's adaptive budget (at most spin_us, SHUNT_SPIN_LOOP_X times that
- * when many: the wait covers several connections or inner sets), while
- * worth(arg, cpu) says SHUNT_WORTH_SPIN for some connection; yield once
- * when it says SHUNT_WORTH_YIELD.  1 if ready(arg) said so. */
-int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg, int many);
+/* The stamp of c's peer's last wakeup of this end (0: none known). */
+uint64_t shunt_conn_woke_at(struct shunt_conn *c);
 
 /* SHUNT_WORTH_* for a wait on c, from its peer's presence (a remote peer,
  * of which nothing is known: SHUNT_WORTH_SPIN, the budget decides). */

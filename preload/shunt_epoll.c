@@ -627,6 +627,22 @@ static int any_worth(void *arg, int cpu)
 	return seen == 0 ? SHUNT_WORTH_SPIN : best;
 }
 
+/* The earliest wakeup stamp of a peer within t0..now (the answer of a
+ * wait that slept), among the first SPIN_WORTH_MAX items. */
+static uint64_t any_woke_at(void *arg, uint64_t t0, uint64_t now)
+{
+	struct epset *s = arg;
+	uint64_t best = 0;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->n && i < SPIN_WORTH_MAX; i++) {
+		uint64_t at = shunt_conn_woke_at(s->items[i].c);
+		if (at >= t0 && at <= now && (!best || at < best))
+			best = at;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return best;
+}
+
 static int tree_worth(void *arg, int cpu)
 {
 	(void)arg;
@@ -864,10 +880,12 @@ static int ewait_look(struct shunt_waitset *w, int kernel)
 	if (ew->nested) {
 		w->ready = tree_ready_fn;
 		w->worth = tree_worth;
+		w->woke_at = NULL;
 		w->lock = NULL;
 	} else {
 		w->ready = any_ready;
 		w->worth = any_worth;
+		w->woke_at = any_woke_at;
 		w->lock = &s->mu;
 	}
 	w->rc = got;

@@ -112,6 +112,27 @@ static struct timespec *ms_to_ts(int ms, struct timespec *ts)
 	return ts;
 }
 
+/* The earliest wakeup stamp of a peer within t0..now (the answer of a
+ * wait that slept), among the first SPIN_WORTH_MAX connections. */
+static uint64_t scan_woke_at(void *a, uint64_t t0, uint64_t now)
+{
+	struct scan_arg *s = a;
+	uint64_t best = 0;
+	int seen = 0;
+	for (nfds_t i = 0; i < s->n && seen < SPIN_WORTH_MAX; i++) {
+		struct shunt_fd *e = shunt_fd_accel(s->p[i].fd);
+		struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+		if (!c)
+			continue;
+		seen++;
+		uint64_t at = shunt_conn_woke_at(c);
+		shunt_conn_put(c);
+		if (at >= t0 && at <= now && (!best || at < best))
+			best = at;
+	}
+	return best;
+}
+
 struct armed {
 	struct shunt_conn *c;
 	short events;
@@ -268,7 +289,8 @@ int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 {
 	struct pwait pw = {
 		.w = {.look = pwait_look, .sleep = pwait_sleep, .ready = scan_ready,
-		      .worth = scan_worth, .can_spin = 1, .deadline_ns = deadline_ns},
+		      .worth = scan_worth, .woke_at = scan_woke_at, .can_spin = 1,
+		      .deadline_ns = deadline_ns},
 		.p = p, .n = n, .mask = mask, .sa = {p, n},
 		.kcap = sizeof pw.kbuf / sizeof *pw.kbuf, .acap = sizeof pw.abuf / sizeof *pw.abuf};
 	pw.w.arg = &pw.sa;
