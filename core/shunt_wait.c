@@ -68,6 +68,7 @@ struct conn_wait {
 	struct shunt_spin_state *st;       /* what this direction learnt */
 	struct shunt_spin_limits lim;
 	uint64_t t0;                       /* when the wait began */
+	uint64_t budget;                   /* its spin's budget (0: none) */
 };
 
 /* Ready, or demoted: a poll() that hands the connection to the kernel
@@ -124,7 +125,7 @@ static int spin(struct conn_wait *a)
 {
 	struct shunt_conn *c = a->c;
 	struct shunt_wait_view v = {.peer = a->peer, .mycpu = a->cpu, .runnable = -1, .ncpus = 1};
-	v.budget_ns = shunt_spin_budget(a->st, &a->lim);
+	v.budget_ns = a->budget = shunt_spin_budget(a->st, &a->lim);
 	/* Not an exchange: a locked instruction here would wait for the
 	 * stores of the call that came before (the data just sent) to reach
 	 * the peer. */
@@ -161,12 +162,18 @@ static int spin(struct conn_wait *a)
 	return shunt_wait_handoff(c, why, 0, a->oneway) && conn_ready(a);
 }
 
-/* When the answer came, for a wait that slept: the peer's stamp of its
- * wakeup when it woke us during this wait, else now. */
-static uint64_t answer_at(const struct conn_wait *a, uint64_t now)
+/* What a wait that slept teaches: when its answer came.  A peer that
+ * publishes its presence stamps the wakeup it sent (then that is when),
+ * and one that did not send any answered without one (now is when).  Of a
+ * peer that says nothing (a remote one) only this is known: the answer
+ * came after the spin, if there was one, and a sleep's wakeup is no
+ * measure of it.  0: nothing to learn. */
+static uint64_t slept_answer(const struct conn_wait *a, uint64_t now)
 {
-	uint64_t w = a->peer ? __atomic_load_n(&a->peer->woke_ns, __ATOMIC_RELAXED) : 0;
-	return w >= a->t0 && w <= now ? w : now;
+	if (!a->peer)
+		return a->budget ? a->budget + 1 : 0;
+	uint64_t w = __atomic_load_n(&a->peer->woke_ns, __ATOMIC_RELAXED);
+	return (w >= a->t0 && w <= now ? w : now) - a->t0;
 }
 
 /* One sleep of at most timeout_ms (-1: the transport's slice): 0 to look
@@ -246,7 +253,7 @@ static int sleep_until(const struct conn_wait *a, uint64_t dl)
 int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 {
 	int in = (ev & POLLOUT) == 0;
-	struct conn_wait a = {c, ev, -1, 0, NULL, NULL, &c->spin[!in], {0, 0}, shunt_now_ns()};
+	struct conn_wait a = {c, ev, -1, 0, NULL, NULL, &c->spin[!in], {0, 0}, shunt_now_ns(), 0};
 	a.peer = c->ops->wait->presence ? c->ops->wait->presence(c, &a.mine) : NULL;
 	a.cpu = a.mine ? sched_getcpu() : -1;
 	shunt_wait_limits(&a.lim, 0);
@@ -280,8 +287,9 @@ int shunt_conn_wait(struct shunt_conn *c, short ev, int opt, uint64_t *deadline)
 	 * peer's spin decisions read it (one vDSO call per sleep). */
 	if (a.mine)
 		shunt_presence_set(a.mine, SHUNT_AT_APP, sched_getcpu());
-	uint64_t now = shunt_now_ns();
-	shunt_spin_learn(a.st, &a.lim, answer_at(&a, now) - a.t0);
+	uint64_t learnt = slept_answer(&a, shunt_now_ns());
+	if (learnt)
+		shunt_spin_learn(a.st, &a.lim, learnt);
 	return rc;
 }
 
