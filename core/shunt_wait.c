@@ -50,8 +50,9 @@ void shunt_wait_limits(struct shunt_spin_limits *l, int many)
 	const struct shunt_config *cfg = shunt_config();
 	uint64_t x = many ? SHUNT_SPIN_LOOP_X : 1u;
 	l->cost_ns = (uint64_t)cfg->spin_us * 1000 * x;
-	l->max_ns = (uint64_t)cfg->spin_max_us * 1000 * x;
-	/* spin_max_us below spin_us: the older single knob's meaning. */
+	l->max_ns = (uint64_t)cfg->spin_max_us * 1000;
+	/* spin_max_us below that: the older single knob's meaning (and an
+	 * event loop's cap of 5 x spin_us, as before). */
 	if (l->max_ns < l->cost_ns)
 		l->max_ns = l->cost_ns;
 }

@@ -26,8 +26,9 @@ struct shunt_conn;
 #define SHUNT_RECHECK_FIRST_MS 10
 #define SHUNT_RECHECK_MAX_MS 1000
 
-/* The limits of a spin (shunt_spin_limits): spin_us and spin_max_us,
- * SHUNT_SPIN_LOOP_X times those for an event loop's wait over many. */
+/* The limits of a spin (shunt_spin_limits): spin_us and spin_max_us;
+ * for an event loop's wait over many, SHUNT_SPIN_LOOP_X times spin_us, and
+ * the larger of that and spin_max_us. */
 void shunt_wait_limits(struct shunt_spin_limits *l, int many);
 
 /* A wait that will not spin (why: SHUNT_SPIN_SAME_CPU, or the peer has
