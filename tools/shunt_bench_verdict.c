@@ -283,6 +283,48 @@ static void bound_target(struct bench_target *t, const struct bench *b, enum ben
 	t->state = t->value <= 1 ? BTS_MET : BTS_NOT_MET;
 }
 
+/* shunt-shm's mean round trip (1 / round trips per second) against 2x the
+ * raw ring's + 0.5 us, pinned: the value is the median over the rounds of
+ * mean / bound, met at <= 1. */
+static void mean_target(struct bench_target *t, const struct bench *b, unsigned bytes)
+{
+	int s = bench_size_index(b, bytes);
+	memset(t, 0, sizeof(*t));
+	t->key = "mean_vs_ring_bound";
+	t->pl = BP_PINNED;
+	t->limit = 1;
+	t->at_most = 1;
+	t->unit = "x";
+	t->value = NAN;
+	snprintf(t->what, sizeof(t->what), "%u B ping-pong mean, pinned: shunt-shm / (2x raw ring + 0.5 us)",
+		 bytes);
+	if (!placement_run(b, BP_PINNED, t->why, sizeof(t->why)))
+		return;
+	if (s < 0) {
+		snprintf(t->why, sizeof(t->why), "no %u B ping-pong (--sizes)", bytes);
+		return;
+	}
+	if (!b->avail[BT_SHM] || !b->avail[BT_RING]) {
+		snprintf(t->why, sizeof(t->why), "%s not measured",
+			 bench_tp_name[b->avail[BT_SHM] ? BT_RING : BT_SHM]);
+		return;
+	}
+	double q[BENCH_MAX_ROUNDS];
+	size_t nq = 0;
+	for (int r = 0; r < b->o.rounds && nq < BENCH_MAX_ROUNDS; r++) {
+		double v = BV(b, BP_PINNED, BT_SHM, BM_RTTS, s, r);
+		double ring = BV(b, BP_PINNED, BT_RING, BM_RTTS, s, r);
+		if (!isnan(v) && !isnan(ring) && v > 0 && ring > 0)
+			q[nq++] = (1e6 / v) / (2 * 1e6 / ring + 0.5);
+	}
+	if (!nq) {
+		snprintf(t->why, sizeof(t->why), "no figure");
+		return;
+	}
+	t->value = median_d(q, nq);
+	t->state = t->value <= 1 ? BTS_MET : BTS_NOT_MET;
+}
+
 /* The rows for message sizes and servers that compute (--think). */
 static int size_targets(const struct bench *b, struct bench_target *t)
 {
@@ -303,8 +345,10 @@ static int size_targets(const struct bench *b, struct bench_target *t)
 	}
 	/* A size not asked for is a row "not checked", so a run shows every
 	 * row the targets name and what it takes to check it. */
-	for (size_t i = 0; i < sizeof pinned / sizeof *pinned; i++)
+	for (size_t i = 0; i < sizeof pinned / sizeof *pinned; i++) {
 		bound_target(&t[n++], b, BP_PINNED, pinned[i], 1.5, 0.2, 1);
+		mean_target(&t[n++], b, pinned[i]);
+	}
 	for (size_t i = 0; i < sizeof free_ / sizeof *free_; i++)
 		bound_target(&t[n++], b, BP_FREE, free_[i], 2.0, 0.3, 1);
 	return n;

@@ -344,7 +344,7 @@ Test(bench_targets, met_not_met_not_checked)
 	set(b, BP_NEIGHBOUR, BT_SHM, BM_IDLE, 0, 1400, 0); /* 1100 above: not met */
 
 	int n = bench_targets(b, t);
-	cr_assert_eq(n, 8 + 6, "the 8 of before, and 4 sizes pinned and 2 free against the ring");
+	cr_assert_eq(n, 8 + 10, "the 8 of before, and 4 sizes pinned (p50, mean) and 2 free against the ring");
 	const struct bench_target *x = target(t, n, "p50_vs_ring", BP_FREE);
 	cr_expect_eq(x->state, BTS_MET);
 	cr_expect_float_eq(x->value, 1.4, 1e-9);
@@ -410,6 +410,13 @@ Test(bench_targets, sizes_and_think)
 		}
 	}
 	cr_expect_eq(seen, 4);
+	/* The mean, from the round trips per second: 1.2 us against 2 x 1.0 + 0.5. */
+	set(b, BP_PINNED, BT_RING, BM_RTTS, 0, 1e6, 0);
+	set(b, BP_PINNED, BT_SHM, BM_RTTS, 0, 1e6 / 1.2, 0);
+	n = bench_targets(b, t);
+	const struct bench_target *m = target(t, n, "mean_vs_ring_bound", BP_PINNED);
+	cr_expect_eq(m->state, BTS_MET);
+	cr_expect_float_eq(m->value, 1.2 / 2.5, 1e-9);
 	b->o.think_us = 10;
 	set(b, BP_PINNED, BT_SHM, BM_P50, 0, 11.5, 0);
 	n = bench_targets(b, t);
