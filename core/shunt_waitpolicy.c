@@ -70,8 +70,14 @@ uint64_t shunt_spin_budget(struct shunt_spin_state *s, const struct shunt_spin_l
 void shunt_spin_learn(struct shunt_spin_state *s, const struct shunt_spin_limits *l,
 		      uint64_t answer_ns)
 {
-	s->ans[s->at] = answer_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)answer_ns;
+	uint32_t a = answer_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)answer_ns;
+	int same = s->n == SHUNT_SPIN_HISTORY && s->ans[s->at] == a;
+	s->ans[s->at] = a;
 	s->at = (uint8_t)((s->at + 1) % SHUNT_SPIN_HISTORY);
+	/* The same answers as before (answers within a beat, all 0): the
+	 * same budget, and nothing to compute on the data's way. */
+	if (same)
+		return;
 	if (s->n < SHUNT_SPIN_HISTORY)
 		s->n++;
 	uint64_t b = shunt_spin_cover(s->ans, s->n, l);

@@ -98,7 +98,8 @@ uint64_t shunt_spin_probe(const struct shunt_spin_limits *l);
 uint64_t shunt_spin_budget(struct shunt_spin_state *s, const struct shunt_spin_limits *l);
 
 /* After every wait, spun or slept: the answer came answer_ns after the
- * wait began (for a wait that ended without one, its length). */
+ * wait began (for a wait that ended without one, its length; 0 for one
+ * seen within the spin's first beat, before it read the clock). */
 void shunt_spin_learn(struct shunt_spin_state *s, const struct shunt_spin_limits *l,
 		      uint64_t answer_ns);
 
