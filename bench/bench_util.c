@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <time.h>
 
+void think_us(uint32_t us)
+{
+	if (!us)
+		return;
+	uint64_t end = now_ns() + (uint64_t)us * 1000;
+	while (now_ns() < end)
+		;
+}
+
 uint64_t now_ns(void)
 {
 	struct timespec ts;

@@ -9,6 +9,9 @@
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
+/* Compute (spin on the clock) for us microseconds: a server that works
+ * out its answer before it sends it (--think). */
+void think_us(uint32_t us);
 
 /* --start-at NS of both benchmark programs: CLOCK_MONOTONIC nanoseconds.
  * 0, or -1 with a message on stderr that names prog. */

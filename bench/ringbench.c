@@ -259,7 +259,7 @@ static void shut_rx(struct end *e)
 
 /* ---- child: the server --------------------------------------------------- */
 
-static int serve_pingpong(struct end *e, uint32_t size)
+static int serve_pingpong(struct end *e, uint32_t size, uint32_t think)
 {
 	char *buf = malloc(size);
 	if (!buf) {
@@ -271,6 +271,8 @@ static int serve_pingpong(struct end *e, uint32_t size)
 		ssize_t n = get_all(e, buf, size);
 		if (n == 0)
 			break;
+		if (n > 0)
+			think_us(think);
 		if (n < 0 || put_all(e, buf, size) != 0) {
 			rc = -1;
 			break;
@@ -537,7 +539,8 @@ static void usage(FILE *f)
 		"       " PROG " stream [--size BYTES] (--duration SEC | --iters N)\n"
 		"                       [--ring BYTES] [--cpu A,B]\n"
 		"       " PROG " idle --duration SEC [--ring BYTES] [--cpu A,B]\n"
-		"each also [--start-at NS]\n");
+		"each also [--start-at NS]; pingpong also [--think US] (the server computes\n"
+		"US microseconds per message before it answers)\n");
 }
 
 int main(int argc, char **argv)
@@ -562,8 +565,10 @@ int main(int argc, char **argv)
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "cdf", no_argument, NULL, 'f' },
 		{ "start-at", required_argument, NULL, 'S' },
+		{ "think", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
+	uint64_t think = 0;
 	uint64_t size = 0, iters = 0, warmup = 1000, ring = 1u << 20, start_at = 0;
 	double duration = 0;
 	int have_iters = 0, cpu[2] = { -1, -1 }, cdf = 0, o;
@@ -619,6 +624,12 @@ int main(int argc, char **argv)
 			if (parse_start_at(PROG, optarg, &start_at))
 				return 2;
 			break;
+		case 'T':
+			if (parse_u64(optarg, &think, 0) || think > 1000000) {
+				err("--think: expected 0..1000000 microseconds, got '%s'", optarg);
+				return 2;
+			}
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -666,7 +677,7 @@ int main(int argc, char **argv)
 		}
 		__atomic_store_n(&sh->child_ready, 1, __ATOMIC_RELEASE);
 		sleep_until_ns(start_at); /* not polling while the others start */
-		int rc = pp ? serve_pingpong(&e, (uint32_t)size)
+		int rc = pp ? serve_pingpong(&e, (uint32_t)size, (uint32_t)think)
 			    : serve_stream(&e, (uint32_t)size);
 		_exit(rc ? 1 : 0);
 	}

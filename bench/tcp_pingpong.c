@@ -4,7 +4,7 @@
  *   shunt-tcpbench client (--host H --port P | --unix PATH)
  *                         --mode pingpong|stream|connect|idle
  *                         --size BYTES (--duration SEC | --iters N) [--warmup N]
- *                         [--cdf] [--start-at NS] [--peer-pid PID]
+ *                         [--cdf] [--start-at NS] [--peer-pid PID] [--think US]
  *
  * Ordinary blocking sockets and read/write/recv/send, so that under
  * LD_PRELOAD=libshunt.so every data call goes through the interposed libc
@@ -15,8 +15,9 @@
  * with; the server prints "listening PATH").
  *
  * Wire protocol (the benchmark's own, not shunt's): the client sends a
- * 16-byte header {magic, mode, size, 0} in network order.
- *   pingpong: the client sends SIZE bytes, the server echoes them; repeated.
+ * 16-byte header {magic, mode, size, think} in network order.
+ *   pingpong: the client sends SIZE bytes, the server echoes them (after
+ *             computing THINK microseconds, --think); repeated.
  *             The client stamps a sequence number into each message and
  *             checks the echo.  TCP_NODELAY on both ends.
  *   stream:   the client writes SIZE-byte buffers until done, then shuts
@@ -72,6 +73,9 @@
 #define MODE_STREAM 2u
 #define MAX_SIZE (64u << 20)
 #define MIN_STREAM_BUF (256u << 10)
+
+/* The most a server computes per message (--think), in microseconds. */
+#define MAX_THINK_US 1000000u
 
 struct hdr {
 	uint32_t magic, mode, size, reserved;
@@ -144,7 +148,7 @@ static void set_nodelay(int fd)
 
 /* ---- server ------------------------------------------------------------- */
 
-static int serve_pingpong(int fd, uint32_t size)
+static int serve_pingpong(int fd, uint32_t size, uint32_t think)
 {
 	char *buf = malloc(size);
 	if (!buf) {
@@ -157,6 +161,8 @@ static int serve_pingpong(int fd, uint32_t size)
 		ssize_t n = read_full(fd, buf, size, 0);
 		if (n == 0)
 			break;
+		if (n > 0)
+			think_us(think);
 		if (n < 0 || write_full(fd, buf, size, 0) != 0) {
 			err("server: pingpong: %s", strerror(errno));
 			rc = -1;
@@ -217,7 +223,12 @@ static int serve_one(int fd)
 		err("server: bad header (not a " PROG " client?)");
 		return -1;
 	}
-	return mode == MODE_PINGPONG ? serve_pingpong(fd, size)
+	uint32_t think = ntohl(h.reserved);
+	if (think > MAX_THINK_US) {
+		err("server: bad header (think %u us)", think);
+		return -1;
+	}
+	return mode == MODE_PINGPONG ? serve_pingpong(fd, size, think)
 				     : serve_stream(fd, size);
 }
 
@@ -699,8 +710,10 @@ static int client_main(int argc, char **argv)
 		{ "cdf", no_argument, NULL, 'c' },
 		{ "start-at", required_argument, NULL, 'S' },
 		{ "peer-pid", required_argument, NULL, 'P' },
+		{ "think", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
+	uint64_t think = 0;
 	const char *host = "127.0.0.1", *port = NULL, *mode = "pingpong", *path = NULL;
 	uint64_t size = 0, iters = 0, warmup = 1000, pv, start_at = 0, peer = 0;
 	double duration = 0;
@@ -747,6 +760,13 @@ static int client_main(int argc, char **argv)
 			if (parse_start_at(PROG, optarg, &start_at))
 				return 2;
 			break;
+		case 'T':
+			if (parse_u64(optarg, &think, 0) || think > MAX_THINK_US) {
+				err("--think: expected 0..%u microseconds, got '%s'", MAX_THINK_US,
+				    optarg);
+				return 2;
+			}
+			break;
 		case 'P':
 			if (parse_u64(optarg, &peer, 0) || !peer || peer > INT32_MAX) {
 				err("--peer-pid: expected a process id, got '%s'", optarg);
@@ -779,7 +799,7 @@ static int client_main(int argc, char **argv)
 		err("usage: " PROG " client (--host H --port P | --unix PATH)"
 		    " --mode pingpong|stream|connect|idle --size BYTES"
 		    " (--duration SEC | --iters N) [--warmup N] [--cdf] [--start-at NS]"
-		    " [--peer-pid PID]");
+		    " [--peer-pid PID] [--think US]");
 		return 2;
 	}
 	if (have_iters && duration > 0) {
@@ -800,7 +820,7 @@ static int client_main(int argc, char **argv)
 		return 1;
 	/* an idle connection is a ping-pong one that stops after a message */
 	struct hdr h = { htonl(MAGIC), htonl(pp || idle ? MODE_PINGPONG : MODE_STREAM),
-			 htonl(idle ? 64u : (uint32_t)size), 0 };
+			 htonl(idle ? 64u : (uint32_t)size), htonl(pp ? (uint32_t)think : 0) };
 	int rc;
 	if (write_full(fd, &h, sizeof(h), 1) != 0) {
 		err("client: header: %s", strerror(errno));

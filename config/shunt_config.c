@@ -27,6 +27,7 @@
 #define RULE_TEXT_MAX 1024               /* longest rule text from env */
 
 #define DEF_SPIN_US 20u
+#define DEF_SPIN_MAX_US 100u
 #define DEF_RING_SIZE ((size_t)1 << 20)
 /* Off: on the machines measured a process_vm_writev costs more CPU per byte
  * than the ring's two copies (docs/ARCHITECTURE.md, "Single copy"). */
@@ -52,6 +53,7 @@ const struct shunt_config_key shunt_config_keys[K_COUNT] = {
 	[K_RUNDIR] = { "rundir", "SHUNT_RUNDIR", 1 },
 	[K_SHM_GROUP] = { "shm_group", "SHUNT_SHM_GROUP", 1 },
 	[K_SPIN_US] = { "spin_us", "SHUNT_SPIN_US", 0 },
+	[K_SPIN_MAX_US] = { "spin_max_us", "SHUNT_SPIN_MAX_US", 0 },
 	[K_RING_SIZE] = { "ring_size", "SHUNT_RING_SIZE", 0 },
 	[K_CMA_MIN] = { "cma_min", "SHUNT_CMA_MIN", 0 },
 	[K_FABRIC_PROVIDER] = { "fabric_provider", "SHUNT_FABRIC_PROVIDER", 0 },
@@ -205,6 +207,7 @@ void shunt_config_defaults(struct shunt_config *c)
 	c->enabled = 1;
 	c->log_level = SHUNT_LOG_WARN;
 	c->spin_us = DEF_SPIN_US;
+	c->spin_max_us = DEF_SPIN_MAX_US;
 	c->ring_size = DEF_RING_SIZE;
 	c->cma_min = DEF_CMA_MIN;
 	strcpy(c->fabric_provider, "auto");
@@ -225,6 +228,7 @@ int shunt_config_is_default(const struct shunt_config *c, int key)
 	case K_RUNDIR: return !c->rundir[0];
 	case K_SHM_GROUP: return !c->shm_group[0];
 	case K_SPIN_US: return c->spin_us == DEF_SPIN_US;
+	case K_SPIN_MAX_US: return c->spin_max_us == DEF_SPIN_MAX_US;
 	case K_RING_SIZE: return c->ring_size == DEF_RING_SIZE;
 	case K_CMA_MIN: return c->cma_min == DEF_CMA_MIN;
 	case K_FABRIC_PROVIDER:
@@ -485,6 +489,14 @@ static int set_value(struct shunt_config *c, const char *key, size_t kn,
 				    "bad value '%s' for %s (expected an integer 0..%u)",
 				    q, name, MAX_SPIN_US);
 		c->spin_us = (unsigned)x;
+		return 0;
+
+	case K_SPIN_MAX_US:
+		if (parse_u64(val, vn, MAX_SPIN_US, &x))
+			return shunt_config_fail(err, errlen, origin,
+				    "bad value '%s' for %s (expected an integer 0..%u)",
+				    q, name, MAX_SPIN_US);
+		c->spin_max_us = (unsigned)x;
 		return 0;
 
 	case K_RING_SIZE:

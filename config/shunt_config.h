@@ -71,7 +71,8 @@ struct shunt_config {
 						 else a group name or number whose
 						 members share it (see
 						 shunt_config_group_id) */
-	unsigned spin_us;                     /* busy-poll budget before sleeping */
+	unsigned spin_us;                     /* mean spin per wait (its CPU cost) */
+	unsigned spin_max_us;                 /* the longest one spin */
 	size_t ring_size;                     /* bytes per direction, power of two */
 	size_t cma_min;                       /* shm: a read and a write of at
 						 least this many bytes move in

@@ -55,6 +55,7 @@ static int key_value(const struct shunt_config *c, int k, char *buf, size_t len)
 	case K_RUNDIR: return text(buf, len, c->rundir);
 	case K_SHM_GROUP: return text(buf, len, c->shm_group);
 	case K_SPIN_US: return snprintf(buf, len, "%u", c->spin_us);
+	case K_SPIN_MAX_US: return snprintf(buf, len, "%u", c->spin_max_us);
 	case K_RING_SIZE: return size_text(buf, len, c->ring_size);
 	case K_CMA_MIN: return size_text(buf, len, c->cma_min);
 	case K_FABRIC_PROVIDER: {

@@ -28,7 +28,7 @@
 #include <sys/uio.h>
 
 #include "shunt_core.h"
-#include "shunt_spin.h"
+#include "shunt_waitpolicy.h"
 #include "shunt_fdtab.h"
 #include "shunt_reason.h"
 #include "shunt_refs.h"
@@ -101,7 +101,7 @@ struct shunt_conn_wait_ops {
 	/* A counter that moves whenever bytes arrive or space frees: the
 	 * edges of EPOLLET. */
 	uint64_t (*progress)(struct shunt_conn *c);
-	/* Where the two ends are (core/shunt_spin.h): the peer's presence,
+	/* Where the two ends are (core/shunt_presence.h): the peer's presence,
 	 * with *mine this end's, both in memory the two ends share; NULL when
 	 * the transport cannot know (a remote peer: the spin budget alone
 	 * decides).  May be NULL. */
@@ -173,7 +173,8 @@ struct shunt_conn {
 	int held;          /* 1 + an fd of shunt's own on the socket, kept
 			      from the last close to the last reference while
 			      calls were still in flight; 0: none */
-	struct shunt_spin_state spin; /* what this end's waits have taught it */
+	struct shunt_spin_state spin[2]; /* what this end's waits taught it:
+					    [0] for input, [1] for output */
 	uint64_t bytes_in, bytes_out; /* moved on the transport, for the close line */
 	uint64_t wait_mark[2]; /* [0] bytes_out at the last wait for input, [1]
 				  bytes_in at the last wait for output: the

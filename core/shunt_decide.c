@@ -16,6 +16,7 @@
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_transport.h"
+#include "shunt_wait.h"
 
 static int allowed(enum shunt_transport rule, enum shunt_transport t)
 {
@@ -131,7 +132,10 @@ static void settle(int fd, struct shunt_fd *e, enum shunt_role role, enum shunt_
 		e->conn->fd = fd;
 		e->conn->nonblock = (e->flags & SHUNT_FDF_NONBLOCK) != 0;
 		e->conn->timeo = (e->flags & SHUNT_FDF_TIMEO) != 0;
-		shunt_spin_init(&e->conn->spin, (uint64_t)shunt_config()->spin_us * 1000);
+		struct shunt_spin_limits l;
+		shunt_wait_limits(&l, 0);
+		shunt_spin_init(&e->conn->spin[0], &l);
+		shunt_spin_init(&e->conn->spin[1], &l);
 		__atomic_add_fetch(&shunt_naccel, 1, __ATOMIC_RELAXED);
 	} else {
 		e->conn = NULL;

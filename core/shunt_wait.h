@@ -1,13 +1,18 @@
-/* The shared wait: how a call on an accelerated connection, and a poll,
- * select or epoll wait over several, spends the time until something is
- * ready.  Spin while spinning pays (spin_us), then sleep in the kernel on
- * the fds the transports arm. */
+/* The shared wait: how a blocking call on one accelerated connection
+ * spends the time until it may go on.  The policy (shunt_waitpolicy.h,
+ * pure logic) says spin, yield or sleep; this runs it: the spin, then the
+ * sleep on what the transport gives (a futex, or fds it arms).  An event
+ * loop's wait over several connections is shunt_waitset.h. */
 #ifndef SHUNT_WAIT_H
 #define SHUNT_WAIT_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "shunt_waitpolicy.h"
+#include "shunt_waitload.h"
+#include "shunt_waitset.h"
 
 struct shunt_conn;
 
@@ -21,30 +26,17 @@ struct shunt_conn;
 #define SHUNT_RECHECK_FIRST_MS 10
 #define SHUNT_RECHECK_MAX_MS 1000
 
-/* What a wait could do while its peer answers (shunt_conn_worth_spin). */
-enum {
-	SHUNT_WORTH_NOT = 0,   /* nothing: the peer sleeps; sleep too */
-	SHUNT_WORTH_SPIN = 1,  /* spin: it runs on another CPU, or is unknown */
-	SHUNT_WORTH_YIELD = 2, /* give it our CPU: it runs (or waits) there */
-};
+/* The limits of a spin (shunt_spin_limits): spin_us and spin_max_us;
+ * for an event loop's wait over many, SHUNT_SPIN_LOOP_X times spin_us, and
+ * the larger of that and spin_max_us. */
+void shunt_wait_limits(struct shunt_spin_limits *l, int many);
 
-/* A wait in poll, select or epoll: spin until ready(arg), within this
- * thread's adaptive budget (at most spin_us, SHUNT_SPIN_LOOP_X times that
- * when many: the wait covers several connections or inner sets), while
- * worth(arg, cpu) says SHUNT_WORTH_SPIN for some connection; yield once
- * when it says SHUNT_WORTH_YIELD.  1 if ready(arg) said so. */
-int shunt_spin_accel(int (*ready)(void *), int (*worth)(void *, int), void *arg, int many);
-
-/* SHUNT_WORTH_* for a wait on c, from its peer's presence (a remote peer,
- * of which nothing is known: SHUNT_WORTH_SPIN, the budget decides). */
-int shunt_conn_worth_spin(struct shunt_conn *c, int cpu);
-/* 1 when the machine has no CPU to spare for a spin while the peer (running
- * or about to be woken: peer_running) needs one too (shunt_spin_crowded,
- * from a sample of /proc/loadavg at most 10 ms old). */
-int shunt_spin_crowded_now(int peer_running);
-/* 1 when more tasks are runnable than CPUs, the pair's two aside
- * (shunt_spin_oversubscribed, same sample); now: the monotonic clock. */
-int shunt_spin_oversubscribed_now(uint64_t now);
+/* A wait that will not spin (why: SHUNT_SPIN_SAME_CPU, or the peer has
+ * not said where it runs: unknown) gives its CPU to the peer with one
+ * sched_yield() where shunt_spin_yield_ok says so (oneway: the wait
+ * continues a one-way stream); c (may be NULL) counts it.  Returns 1. */
+int shunt_wait_handoff(struct shunt_conn *c, enum shunt_spin_verdict why, int unknown,
+		       int oneway);
 
 /* A blocking call on accelerated connection c waits here until the
  * transport's poll() may say ev: spin (spin_us), then sleep on the fds its

@@ -35,7 +35,7 @@
 #include "core/shunt_ownfd.h"
 #include "core/shunt_real.h"
 #include "core/shunt_clock.h"
-#include "core/shunt_wait.h"
+#include "core/shunt_waitset.h"
 #include "shunt_poll.h"
 
 /* Tag of shunt's own registrations: user-space pointers and small integers
@@ -406,6 +406,71 @@ static int plain_ctl(struct epset *s, int ep, int op, int fd, struct epoll_event
 	return rc;
 }
 
+/* Returned by ctl_add: the fd is one of the application's kernel fds. */
+#define CTL_PLAIN 2
+
+/* EPOLL_CTL_ADD of fd (entry e, accelerated or NULL; it: its item in s, or
+ * NULL) to s, under s->mu: 0, -1 with errno, or CTL_PLAIN. */
+static int ctl_add(struct epset *s, int ep, int fd, struct epoll_event *ev, struct shunt_fd *e,
+		   struct item *it)
+{
+	if (!ev) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (it && it->parked && e && it->c == e->conn) {
+		/* Back after a DEL: no system call. */
+		it->parked = it->disabled = 0;
+		it->events = ev->events;
+		it->data = ev->data;
+		it->last = 0;
+		it->seq = 0;
+		if (s->nfd >= 0 && item_ready(it, 0))
+			nest_set(s, 1); /* an outer waiter must see it */
+		return 0;
+	}
+	if (it && it->parked) {
+		/* Another connection has this number now. */
+		REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
+		kernel_del_wakes(ep, it);
+		drop(s, it);
+		it = NULL;
+	}
+	if (it) {
+		errno = EEXIST;
+		return -1;
+	}
+	if (!e)
+		return CTL_PLAIN;
+	if (s->n == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 8;
+		struct item *ni = realloc(s->items, (size_t)cap * sizeof *ni);
+		if (!ni) {
+			errno = ENOMEM;
+			return -1;
+		}
+		s->items = ni;
+		s->cap = cap;
+	}
+	it = &s->items[s->n];
+	*it = (struct item){.fd = fd, .c = shunt_conn_get(e), .events = ev->events,
+			    .data = ev->data};
+	if (!it->c) /* demoted meanwhile: a plain registration */
+		return CTL_PLAIN;
+	/* Before the set's first item (and so before any registration
+	 * of ours): what the application put there so far. */
+	if (s->n == 0 && s->nkern < 0)
+		s->nkern = kernel_count(ep);
+	if (kernel_add(ep, fd, it) < 0) {
+		shunt_conn_put(it->c);
+		return -1;
+	}
+	s->n++;
+	if (s->nfd >= 0 && item_ready(it, 0))
+		nest_set(s, 1);
+	return 0;
+}
+
 SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	struct shunt_fd *x = shunt_fd_peek(fd);
@@ -430,63 +495,9 @@ SHUNT_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 		return plain_ctl(s, ep, op, fd, ev);
 	switch (op) {
 	case EPOLL_CTL_ADD:
-		if (!ev) {
-			errno = EFAULT;
-			rc = -1;
-			break;
-		}
-		if (it && it->parked && e && it->c == e->conn) {
-			/* Back after a DEL: no system call. */
-			it->parked = it->disabled = 0;
-			it->events = ev->events;
-			it->data = ev->data;
-			it->last = 0;
-			it->seq = 0;
-			if (s->nfd >= 0 && item_ready(it, 0))
-				nest_set(s, 1); /* an outer waiter must see it */
-			break;
-		}
-		if (it && it->parked) {
-			/* Another connection has this number now. */
-			REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
-			kernel_del_wakes(ep, it);
-			drop(s, it);
-			it = NULL;
-		}
-		if (it) {
-			errno = EEXIST;
-			rc = -1;
-			break;
-		}
-		if (!e)
+		rc = ctl_add(s, ep, fd, ev, e, it);
+		if (rc == CTL_PLAIN)
 			return plain_ctl(s, ep, op, fd, ev);
-		if (s->n == s->cap) {
-			int cap = s->cap ? 2 * s->cap : 8;
-			struct item *ni = realloc(s->items, (size_t)cap * sizeof *ni);
-			if (!ni) {
-				errno = ENOMEM;
-				rc = -1;
-				break;
-			}
-			s->items = ni;
-			s->cap = cap;
-		}
-		it = &s->items[s->n];
-		*it = (struct item){.fd = fd, .c = shunt_conn_get(e), .events = ev->events,
-				    .data = ev->data};
-		if (!it->c) /* demoted meanwhile: a plain registration */
-			return plain_ctl(s, ep, op, fd, ev);
-		/* Before the set's first item (and so before any registration
-		 * of ours): what the application put there so far. */
-		if (s->n == 0 && s->nkern < 0)
-			s->nkern = kernel_count(ep);
-		if ((rc = kernel_add(ep, fd, it)) == 0) {
-			s->n++;
-			if (s->nfd >= 0 && item_ready(it, 0))
-				nest_set(s, 1);
-		} else {
-			shunt_conn_put(it->c);
-		}
 		break;
 	case EPOLL_CTL_MOD:
 		if (!it || it->parked) {
@@ -614,6 +625,22 @@ static int any_worth(void *arg, int cpu)
 			best = w;
 	}
 	return seen == 0 ? SHUNT_WORTH_SPIN : best;
+}
+
+/* The earliest wakeup stamp of a peer within t0..now (the answer of a
+ * wait that slept), among the first SPIN_WORTH_MAX items. */
+static uint64_t any_woke_at(void *arg, uint64_t t0, uint64_t now)
+{
+	struct epset *s = arg;
+	uint64_t best = 0;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->n && i < SPIN_WORTH_MAX; i++) {
+		uint64_t at = shunt_conn_woke_at(s->items[i].c);
+		if (at >= t0 && at <= now && (!best || at < best))
+			best = at;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return best;
 }
 
 static int tree_worth(void *arg, int cpu)
@@ -805,12 +832,164 @@ static int take_kernel(struct epset *s, struct epoll_event *kev, int kn,
 	return got;
 }
 
+/* One epoll wait over a set holding accelerated fds, as the steps of
+ * core's wait (core/shunt_waitset.h). */
+struct ewait {
+	struct shunt_waitset w;
+	int ep;
+	struct epset *s;
+	struct epoll_event *out;
+	int max;
+	const sigset_t *mask;
+	int nested; /* the set has inner sets to prime */
+};
+
+static int ewait_look(struct shunt_waitset *w, int kernel)
+{
+	struct ewait *ew = (struct ewait *)w;
+	struct epset *s = ew->s;
+	struct epoll_event kev[64];
+	ew->nested = kids_active(s);
+	pthread_mutex_lock(&s->mu);
+	int got = collect(ew->ep, s, ew->out, ew->max);
+	/* Rings had data: answer without a system call, but ask the kernel
+	 * every 8th time so its fds are never starved.  A set with inner sets
+	 * asks every time (they are kernel fds), and so does one waited on
+	 * from outside: the wakeup that made the outer wait return is still
+	 * queued in its kernel set.  Rings empty before a first spin: the
+	 * kernel has something for the application only if the set holds fds
+	 * of its own (nkern); the spin's outcome decides the rest. */
+	if (!ew->nested && s->nfd < 0 &&
+	    (got ? (++s->calls & 7) != 0 : !w->spun && s->nkern == 0))
+		kernel = 0;
+	w->can_spin = s->n || ew->nested;
+	w->many = ew->nested || s->n > 1;
+	pthread_mutex_unlock(&s->mu);
+	if (got < ew->max && kernel) {
+		if (ew->nested)
+			prime_kids(s, NULL, NULL, 0);
+		int kn = REAL(epoll_wait)(ew->ep, kev, ew->max - got < 64 ? ew->max - got : 64, 0);
+		if (kn < 0) {
+			w->rc = got ? got : -1;
+			return 1;
+		}
+		pthread_mutex_lock(&s->mu);
+		got = take_kernel(s, kev, kn, ew->out, got, ew->max);
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (ew->nested) {
+		w->ready = tree_ready_fn;
+		w->worth = tree_worth;
+		w->woke_at = NULL;
+		w->lock = NULL;
+	} else {
+		w->ready = any_ready;
+		w->worth = any_worth;
+		w->woke_at = any_woke_at;
+		w->lock = &s->mu;
+	}
+	w->rc = got;
+	return got != 0;
+}
+
+/* A set with nothing in user space: the kernel alone (marks of items
+ * already converted are dropped). */
+static int ewait_kernel(struct ewait *ew, int ms)
+{
+	/* epoll_pwait, not pwait2: millisecond waits are enough here, and
+	 * valgrind (3.19) and older kernels lack it. */
+	int kn = REAL(epoll_pwait)(ew->ep, ew->out, ew->max, ms, ew->mask);
+	if (kn <= 0) {
+		ew->w.rc = kn;
+		return 1;
+	}
+	int k = 0;
+	for (int i = 0; i < kn; i++)
+		if ((ew->out[i].data.u64 & MARK_MASK) != MARK)
+			ew->out[k++] = ew->out[i];
+		else if (ew->out[i].data.u64 & MARK_NEST) {
+			pthread_mutex_lock(&ew->s->mu);
+			nest_seen(ew->s);
+			pthread_mutex_unlock(&ew->s->mu);
+		}
+	ew->w.rc = k;
+	return k != 0;
+}
+
+struct armed_item {
+	struct shunt_conn *c;
+	short ev;
+};
+
+/* Arm every item of s for a sleep (each held: the item may be dropped
+ * while we sleep unlocked); 1 when one is ready already.  Under s->mu. */
+static int arm_items(struct epset *s, struct armed_item *armed, int n, int *ms)
+{
+	int again = 0;
+	for (int i = 0; i < n; i++) {
+		struct item *it = &s->items[i];
+		struct pollfd two[SHUNT_ARM_MAX];
+		__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
+		armed[i].c = it->c;
+		armed[i].ev = it->disabled || it->parked ? 0 : to_poll(it->events);
+		it->c->ops->wait->arm(it->c, armed[i].ev, two, ms);
+		if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
+			again = 1;
+	}
+	return again;
+}
+
+/* Sleep: arm every item, look once more, then wait in the kernel, where
+ * the wake fds and sockets are registered. */
+static int ewait_sleep(struct shunt_waitset *w, int ms)
+{
+	struct ewait *ew = (struct ewait *)w;
+	struct epset *s = ew->s;
+	struct epoll_event kev[64];
+	if (!w->can_spin)
+		return ewait_kernel(ew, ms);
+	pthread_mutex_lock(&s->mu);
+	int n = s->n;
+	struct armed_item armed[n > 0 ? n : 1];
+	int again = arm_items(s, armed, n, &ms);
+	pthread_mutex_unlock(&s->mu);
+	/* Inner sets: armed too, and their nest eventfds set, so the kernel
+	 * wait below returns when any of them becomes ready.  Whether one is
+	 * ready now is the kernel's to say: with an outer EPOLLET registration
+	 * an inner set still ready since the last report is no new event, and
+	 * must not end the wait. */
+	struct shunt_armlist al;
+	shunt_armlist_init(&al);
+	if (ew->nested)
+		prime_kids(s, &al, &ms, 0);
+	if (al.short_ms && (ms < 0 || ms > 10))
+		ms = 10;
+	/* No more than the caller can take: an application event the kernel
+	 * hands over and out has no room for would be lost for an EPOLLET
+	 * registration. */
+	int ask = ew->max < 64 ? ew->max : 64;
+	int kn = again ? 0 : REAL(epoll_pwait)(ew->ep, kev, ask, ms, ew->mask);
+	int err = errno;
+	shunt_armlist_release(&al);
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < n; i++) {
+		armed[i].c->ops->wait->disarm(armed[i].c, armed[i].ev, NULL, 0);
+		shunt_conn_put(armed[i].c);
+	}
+	int got = kn > 0 ? take_kernel(s, kev, kn, ew->out, 0, ew->max) : 0;
+	pthread_mutex_unlock(&s->mu);
+	errno = err;
+	w->rc = kn < 0 ? -1 : got;
+	/* The kernel just told all it had (fewer than asked for): the next
+	 * round need not ask it again before looking at the rings. */
+	w->told = kn < ask;
+	return w->rc != 0;
+}
+
 static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadline,
 		       const sigset_t *mask)
 {
 	struct epset *s = set_of(ep);
-	struct epoll_event kev[64];
-	int spun = 0, kernel_seen = 0;
 	if (max <= 0) {
 		errno = EINVAL;
 		return -1;
@@ -823,135 +1002,10 @@ static int wait_common(int ep, struct epoll_event *out, int max, uint64_t deadli
 		nest_seen(s);
 		pthread_mutex_unlock(&s->mu);
 	}
-	for (;;) {
-		int nested = kids_active(s);
-		pthread_mutex_lock(&s->mu);
-		int got = collect(ep, s, out, max);
-		int accel = s->n;
-		/* Rings had data: answer without a system call, but ask the
-		 * kernel every 8th time so its fds are never starved.  A set
-		 * with inner sets asks every time (they are kernel fds), and so
-		 * does one waited on from outside: the wakeup that made the
-		 * outer wait return is still queued in its kernel set.  Rings
-		 * empty before a first spin: the kernel has something for the
-		 * application only if the set holds fds of its own (nkern);
-		 * the spin's outcome decides the rest. */
-		if (!nested && s->nfd < 0 &&
-		    (got ? (++s->calls & 7) != 0 : !spun && s->nkern == 0))
-			kernel_seen = 1;
-		pthread_mutex_unlock(&s->mu);
-		if (got < max && !kernel_seen) {
-			if (nested)
-				prime_kids(s, NULL, NULL, 0);
-			int kn = REAL(epoll_wait)(ep, kev, max - got < 64 ? max - got : 64, 0);
-			if (kn < 0)
-				return got ? got : -1;
-			pthread_mutex_lock(&s->mu);
-			got = take_kernel(s, kev, kn, out, got, max);
-			pthread_mutex_unlock(&s->mu);
-		}
-		if (got)
-			return got;
-		kernel_seen = 0;
-		int ms = shunt_remaining_ms(deadline);
-		if (ms == 0)
-			return 0;
-		if (!accel && !nested) {
-			/* epoll_pwait, not pwait2: millisecond waits are enough
-			 * here, and valgrind (3.19) and older kernels lack it. */
-			int kn = REAL(epoll_pwait)(ep, out, max, ms, mask);
-			if (kn <= 0)
-				return kn;
-			/* Marks of items already converted are dropped. */
-			int k = 0;
-			for (int i = 0; i < kn; i++)
-				if ((out[i].data.u64 & MARK_MASK) != MARK)
-					out[k++] = out[i];
-				else if (out[i].data.u64 & MARK_NEST) {
-					pthread_mutex_lock(&s->mu);
-					nest_seen(s);
-					pthread_mutex_unlock(&s->mu);
-				}
-			if (k)
-				return k;
-			continue;
-		}
-		if (!spun) {
-			int ok;
-			spun = 1;
-			if (nested) {
-				ok = shunt_spin_accel(tree_ready_fn, tree_worth, s, 1);
-			} else {
-				pthread_mutex_lock(&s->mu);
-				ok = shunt_spin_accel(any_ready, any_worth, s, s->n > 1);
-				pthread_mutex_unlock(&s->mu);
-			}
-			/* Nothing came: the sleep below asks the kernel (it
-			 * returns at once for a ready fd), so the rings are
-			 * looked at again without a non-blocking kernel look in
-			 * between. */
-			kernel_seen = !ok;
-			continue;
-		}
-		/* Sleep: arm every item, look once more, then wait in the
-		 * kernel, where the wake fds and sockets are registered. */
-		pthread_mutex_lock(&s->mu);
-		int n = s->n, again = 0;
-		struct {
-			struct shunt_conn *c;
-			short ev;
-		} armed[n > 0 ? n : 1];
-		for (int i = 0; i < n; i++) {
-			struct item *it = &s->items[i];
-			struct pollfd two[SHUNT_ARM_MAX];
-			/* The item may be dropped while we sleep unlocked. */
-			__atomic_add_fetch(&it->c->refs, 1, __ATOMIC_RELAXED);
-			armed[i].c = it->c;
-			armed[i].ev = it->disabled || it->parked ? 0 : to_poll(it->events);
-			it->c->ops->wait->arm(it->c, armed[i].ev, two, &ms);
-			if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
-				again = 1;
-		}
-		pthread_mutex_unlock(&s->mu);
-		/* Inner sets: armed too, and their nest eventfds set, so the
-		 * kernel wait below returns when any of them becomes ready.
-		 * Whether one is ready now is the kernel's to say: with an
-		 * outer EPOLLET registration an inner set still ready since
-		 * the last report is no new event, and must not end the
-		 * wait. */
-		struct shunt_armlist al;
-		shunt_armlist_init(&al);
-		if (nested)
-			prime_kids(s, &al, &ms, 0);
-		if (al.short_ms && (ms < 0 || ms > 10))
-			ms = 10;
-		int kn = 0;
-		/* No more than the caller can take: an application event the
-		 * kernel hands over and out has no room for would be lost for
-		 * an EPOLLET registration. */
-		int ask = max < 64 ? max : 64;
-		if (!again)
-			kn = REAL(epoll_pwait)(ep, kev, ask, ms, mask);
-		int err = errno;
-		shunt_armlist_release(&al);
-		pthread_mutex_lock(&s->mu);
-		for (int i = 0; i < n; i++) {
-			armed[i].c->ops->wait->disarm(armed[i].c, armed[i].ev, NULL, 0);
-			shunt_conn_put(armed[i].c);
-		}
-		got = kn > 0 ? take_kernel(s, kev, kn, out, 0, max) : 0;
-		pthread_mutex_unlock(&s->mu);
-		if (kn < 0) {
-			errno = err;
-			return -1;
-		}
-		if (got)
-			return got;
-		/* The kernel just told all it had (fewer than asked for):
-		 * the next round need not ask it again before looking at
-		 * the rings. */
-		kernel_seen = kn < ask;
-	}
+	struct ewait ew = {.w = {.look = ewait_look, .sleep = ewait_sleep, .arg = s,
+				 .deadline_ns = deadline},
+			   .ep = ep, .s = s, .out = out, .max = max, .mask = mask};
+	return shunt_waitset_run(&ew.w);
 }
 
 /* A set that never held an accelerated fd and whose inner sets need no

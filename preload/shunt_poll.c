@@ -15,7 +15,7 @@
 #include "core/shunt_clock.h"
 #include "core/shunt_conn.h"
 #include "core/shunt_real.h"
-#include "core/shunt_wait.h"
+#include "core/shunt_waitset.h"
 #include "shunt_poll.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -103,12 +103,6 @@ static int scan_worth(void *a, int cpu)
 	return seen == 0 ? SHUNT_WORTH_SPIN : best;
 }
 
-struct armed {
-	struct shunt_conn *c;
-	short events;
-	int at, m;
-};
-
 static struct timespec *ms_to_ts(int ms, struct timespec *ts)
 {
 	if (ms < 0)
@@ -118,130 +112,197 @@ static struct timespec *ms_to_ts(int ms, struct timespec *ts)
 	return ts;
 }
 
+/* The earliest wakeup stamp of a peer within t0..now (the answer of a
+ * wait that slept), among the first SPIN_WORTH_MAX connections. */
+static uint64_t scan_woke_at(void *a, uint64_t t0, uint64_t now)
+{
+	struct scan_arg *s = a;
+	uint64_t best = 0;
+	int seen = 0;
+	for (nfds_t i = 0; i < s->n && seen < SPIN_WORTH_MAX; i++) {
+		struct shunt_fd *e = shunt_fd_accel(s->p[i].fd);
+		struct shunt_conn *c = e ? shunt_conn_get(e) : NULL;
+		if (!c)
+			continue;
+		seen++;
+		uint64_t at = shunt_conn_woke_at(c);
+		shunt_conn_put(c);
+		if (at >= t0 && at <= now && (!best || at < best))
+			best = at;
+	}
+	return best;
+}
+
+struct armed {
+	struct shunt_conn *c;
+	short events;
+	int at, m;
+};
+
+/* One poll over a set holding accelerated fds, as the steps of core's
+ * wait (core/shunt_waitset.h): k is what the kernel is asked (the
+ * application's fds, then the transports' wake fds), a the connections
+ * armed for a sleep. */
+struct pwait {
+	struct shunt_waitset w;
+	struct pollfd *p;
+	nfds_t n;
+	const sigset_t *mask;
+	int naccel;
+	struct scan_arg sa;
+	struct pollfd *k, kbuf[128];
+	struct armed *a, abuf[64];
+	size_t kcap, acap;
+};
+
+/* Room for the kernel's view of the set and the armed connections. */
+static int pwait_room(struct pwait *pw)
+{
+	size_t need = pw->n + SHUNT_ARM_MAX * (size_t)pw->naccel;
+	if (need > pw->kcap) {
+		struct pollfd *nk = malloc(need * sizeof *nk);
+		if (!nk)
+			return -1;
+		if (pw->k != pw->kbuf)
+			free(pw->k);
+		pw->k = nk;
+		pw->kcap = need;
+	}
+	if ((size_t)pw->naccel > pw->acap) {
+		struct armed *na = malloc((size_t)pw->naccel * sizeof *na);
+		if (!na)
+			return -1;
+		if (pw->a != pw->abuf)
+			free(pw->a);
+		pw->a = na;
+		pw->acap = (size_t)pw->naccel;
+	}
+	return 0;
+}
+
+/* The kernel fds, without blocking (kernel: asked at all; an fd of -1 is
+ * skipped), their answers merged into p: the count of those ready, or -1. */
+static int kernel_look(struct pwait *pw, int kernel)
+{
+	struct pollfd *p = pw->p, *k = pw->k;
+	int ready = 0;
+	for (nfds_t i = 0; i < pw->n; i++) {
+		k[i] = p[i];
+		k[i].revents = 0;
+		if (shunt_fd_accel(p[i].fd))
+			k[i].fd = -1;
+	}
+	if (kernel && REAL(poll)(k, pw->n, 0) < 0)
+		return -1;
+	for (nfds_t i = 0; i < pw->n; i++) {
+		if (k[i].fd < 0 && p[i].fd >= 0)
+			continue;
+		short user = epoll_fd(p[i].fd) ? p[i].revents : 0;
+		p[i].revents = (short)(k[i].revents | user);
+		if (k[i].revents && !user)
+			ready++;
+	}
+	return ready;
+}
+
+static int pwait_look(struct shunt_waitset *w, int kernel)
+{
+	struct pwait *pw = (struct pwait *)w;
+	struct timespec ts;
+	int ready = accel_scan(pw->p, pw->n, &pw->naccel);
+	if (pw->naccel == 0 && ready == 0) {
+		/* Nothing accelerated any more: one plain call. */
+		w->rc = REAL(ppoll)(pw->p, pw->n, ms_to_ts(shunt_remaining_ms(w->deadline_ns), &ts),
+				    pw->mask);
+		return 1;
+	}
+	if (pwait_room(pw) < 0) {
+		errno = ENOMEM;
+		w->rc = -1;
+		return 1;
+	}
+	int kr = kernel_look(pw, kernel);
+	w->many = pw->naccel > 1;
+	w->rc = kr < 0 ? -1 : ready + kr;
+	return w->rc != 0;
+}
+
+/* Arm every accelerated fd (an emulated epoll fd is primed: its
+ * connections armed, its nest eventfd set if ready); 1 when something is
+ * ready already.  The armed count in *na, the kernel's fds in *nk. */
+static int arm_all(struct pwait *pw, struct shunt_armlist *al, int *ms, int *na, size_t *nk)
+{
+	int again = 0;
+	*na = 0;
+	*nk = pw->n;
+	for (nfds_t i = 0; i < pw->n; i++) {
+		struct shunt_fd *e = shunt_fd_accel(pw->p[i].fd);
+		struct shunt_conn *c;
+		if (!e && epoll_fd(pw->p[i].fd) && shunt_epoll_emulated(pw->p[i].fd)) {
+			if (shunt_epoll_prime(pw->p[i].fd, al, ms) && (pw->p[i].events & POLLIN))
+				again = 1;
+			continue;
+		}
+		if (!e || *na == pw->naccel || !(c = shunt_conn_get(e)))
+			continue;
+		short ev = (short)(pw->p[i].events | POLLRDHUP);
+		struct armed *a = &pw->a[*na];
+		*a = (struct armed){c, ev, (int)*nk, 0};
+		a->m = c->ops->wait->arm(c, ev, &pw->k[*nk], ms);
+		*nk += (size_t)a->m;
+		(*na)++;
+	}
+	for (int j = 0; j < *na && !again; j++)
+		again = pw->a[j].c->ops->wait->poll(pw->a[j].c, pw->a[j].events) != 0;
+	return again;
+}
+
+/* Sleep: arm, look once more, then wait in the kernel on everything. */
+static int pwait_sleep(struct shunt_waitset *w, int ms)
+{
+	struct pwait *pw = (struct pwait *)w;
+	struct timespec ts;
+	struct shunt_armlist al;
+	int na;
+	size_t nk;
+	shunt_armlist_init(&al);
+	int again = arm_all(pw, &al, &ms, &na, &nk);
+	if (al.short_ms && (ms < 0 || ms > 10))
+		ms = 10;
+	int kr = again ? 0 : REAL(ppoll)(pw->k, (nfds_t)nk, ms_to_ts(ms, &ts), pw->mask);
+	int err = errno;
+	shunt_armlist_release(&al);
+	for (int j = 0; j < na; j++) {
+		struct armed *a = &pw->a[j];
+		a->c->ops->wait->disarm(a->c, a->events, &pw->k[a->at], kr > 0 ? a->m : 0);
+		shunt_conn_put(a->c);
+	}
+	if (kr >= 0)
+		return 0;
+	errno = err;
+	w->rc = -1; /* EINTR: poll is never restarted */
+	return 1;
+}
+
 int shunt_poll_emulated(struct pollfd *p, nfds_t n, uint64_t deadline_ns,
 			const sigset_t *mask)
 {
-	struct pollfd kbuf[128];
-	struct armed abuf[64];
-	struct pollfd *k = kbuf;
-	struct armed *a = abuf;
-	size_t kcap = sizeof kbuf / sizeof *kbuf, acap = sizeof abuf / sizeof *abuf;
-	struct timespec ts;
-	int spun = 0, skip_kernel = 0, rc;
-	for (;;) {
-		int naccel;
-		int ready = accel_scan(p, n, &naccel);
-		if (naccel == 0 && ready == 0) {
-			/* Nothing accelerated any more: one plain call. */
-			rc = REAL(ppoll)(p, n, ms_to_ts(shunt_remaining_ms(deadline_ns), &ts), mask);
-			goto out;
-		}
-		size_t need = n + SHUNT_ARM_MAX * (size_t)naccel;
-		if (need > kcap) {
-			struct pollfd *nk = malloc(need * sizeof *nk);
-			if (!nk)
-				goto nomem;
-			if (k != kbuf)
-				free(k);
-			k = nk;
-			kcap = need;
-		}
-		if ((size_t)naccel > acap) {
-			struct armed *na = malloc((size_t)naccel * sizeof *na);
-			if (!na)
-				goto nomem;
-			if (a != abuf)
-				free(a);
-			a = na;
-			acap = (size_t)naccel;
-		}
-		/* Kernel fds: a non-blocking look.  An fd of -1 is skipped.
-		 * Not right after a spin that saw nothing: the kernel was
-		 * asked just before it, and the sleep below asks again (it
-		 * returns at once for a ready fd). */
-		for (nfds_t i = 0; i < n; i++) {
-			k[i] = p[i];
-			k[i].revents = 0;
-			if (shunt_fd_accel(p[i].fd))
-				k[i].fd = -1;
-		}
-		int kr = skip_kernel ? 0 : REAL(poll)(k, n, 0);
-		skip_kernel = 0;
-		if (kr < 0) {
-			rc = -1;
-			goto out;
-		}
-		for (nfds_t i = 0; i < n; i++) {
-			if (k[i].fd < 0 && p[i].fd >= 0)
-				continue;
-			short user = epoll_fd(p[i].fd) ? p[i].revents : 0;
-			p[i].revents = (short)(k[i].revents | user);
-			if (k[i].revents && !user)
-				ready++;
-		}
-		if (ready) {
-			rc = ready;
-			goto out;
-		}
-		int ms = shunt_remaining_ms(deadline_ns);
-		if (ms == 0) {
-			rc = 0;
-			goto out;
-		}
-		if (!spun) {
-			struct scan_arg sa = {p, n};
-			spun = 1;
-			skip_kernel = !shunt_spin_accel(scan_ready, scan_worth, &sa, naccel > 1);
-			continue;
-		}
-		/* Sleep: arm every accelerated fd, look once more, then wait
-		 * in the kernel on everything.  An emulated epoll fd is primed:
-		 * its connections armed, its nest eventfd set if ready. */
-		size_t nk = n;
-		int na = 0, again = 0;
-		struct shunt_armlist al;
-		shunt_armlist_init(&al);
-		for (nfds_t i = 0; i < n; i++) {
-			struct shunt_fd *e = shunt_fd_accel(p[i].fd);
-			struct shunt_conn *c;
-			if (!e && epoll_fd(p[i].fd) && shunt_epoll_emulated(p[i].fd)) {
-				if (shunt_epoll_prime(p[i].fd, &al, &ms) && (p[i].events & POLLIN))
-					again = 1;
-				continue;
-			}
-			if (!e || na == naccel || !(c = shunt_conn_get(e)))
-				continue;
-			short ev = (short)(p[i].events | POLLRDHUP);
-			a[na] = (struct armed){c, ev, (int)nk, 0};
-			a[na].m = c->ops->wait->arm(c, ev, &k[nk], &ms);
-			nk += (size_t)a[na].m;
-			na++;
-		}
-		for (int j = 0; j < na && !again; j++)
-			again = a[j].c->ops->wait->poll(a[j].c, a[j].events) != 0;
-		if (al.short_ms && (ms < 0 || ms > 10))
-			ms = 10;
-		kr = again ? 0 : REAL(ppoll)(k, (nfds_t)nk, ms_to_ts(ms, &ts), mask);
-		int err = errno;
-		shunt_armlist_release(&al);
-		for (int j = 0; j < na; j++) {
-			a[j].c->ops->wait->disarm(a[j].c, a[j].events, &k[a[j].at], kr > 0 ? a[j].m : 0);
-			shunt_conn_put(a[j].c);
-		}
-		if (kr < 0) {
-			errno = err;
-			rc = -1; /* EINTR: poll is never restarted */
-			goto out;
-		}
-	}
-nomem:
-	errno = ENOMEM;
-	rc = -1;
-out:
-	if (k != kbuf)
-		free(k);
-	if (a != abuf)
-		free(a);
+	struct pwait pw = {
+		.w = {.look = pwait_look, .sleep = pwait_sleep, .ready = scan_ready,
+		      .worth = scan_worth, .woke_at = scan_woke_at, .can_spin = 1,
+		      .deadline_ns = deadline_ns},
+		.p = p, .n = n, .mask = mask, .sa = {p, n},
+		.kcap = sizeof pw.kbuf / sizeof *pw.kbuf, .acap = sizeof pw.abuf / sizeof *pw.abuf};
+	pw.w.arg = &pw.sa;
+	pw.k = pw.kbuf;
+	pw.a = pw.abuf;
+	int rc = shunt_waitset_run(&pw.w);
+	int err = errno;
+	if (pw.k != pw.kbuf)
+		free(pw.k);
+	if (pw.a != pw.abuf)
+		free(pw.a);
+	errno = err;
 	return rc;
 }
 

@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 
 #include "config/shunt_config.h"
-#include "core/shunt_spin.h"
+#include "core/shunt_presence.h"
 #include "core/shunt_tuple.h"
 #include "shm_ring.h"
 
@@ -107,7 +107,7 @@ struct shm_hdr {
 	struct shunt_tuple tuple;
 	/* ring[0]: client -> server; ring[1]: server -> client */
 	struct shm_ring_ctl ring[2] __attribute__((aligned(SHM_CACHELINE)));
-	/* [side]: where each end is (core/shunt_spin.h), written by that end,
+	/* [side]: where each end is (core/shunt_presence.h), written by that end,
 	 * read by the other to decide whether to spin. */
 	struct shunt_presence pres[2];
 	/* Why the client left an offer no server took (enum shunt_reason;

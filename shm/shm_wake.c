@@ -126,6 +126,11 @@ void shm_wake_role(struct shm_conn *c, int role)
 static void wake_sleepers(struct shm_conn *c, uint32_t *seq, const uint32_t *sleep,
 			  const uint32_t *fd, int role)
 {
+	if (__atomic_load_n(sleep, __ATOMIC_RELAXED) || __atomic_load_n(fd, __ATOMIC_RELAXED))
+		/* When the answer came, for a waiter that slept through it:
+		 * its policy learns from that, not from when it woke
+		 * (core/shunt_waitpolicy.h). */
+		__atomic_store_n(&c->hdr->pres[c->side].woke_ns, shunt_now_ns(), __ATOMIC_RELAXED);
 	if (__atomic_load_n(sleep, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(seq, 1, __ATOMIC_RELEASE);
 		syscall(SYS_futex, seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);

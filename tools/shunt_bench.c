@@ -3,7 +3,7 @@
  *
  *   shunt bench [--rounds N] [--confirm N] [--duration SEC] [--warmup N] [--sizes LIST]
  *               [--stream-size BYTES] [--connects N]
- *               [--placement LIST] [--cpus A,B] [--pairs N]
+ *               [--placement LIST] [--cpus A,B] [--pairs N] [--think US]
  *               [--fabric auto|yes|no] [--only LIST] [--csv FILE]
  *               [--plot FILE.svg] [--netns] [-v]
  *
@@ -45,7 +45,7 @@ static void usage(FILE *f)
 		"                      0: the rounds alone decide)\n"
 		"  --duration SEC      seconds per measurement (default 1)\n"
 		"  --warmup N          ping-pong round trips not counted (default 1000)\n"
-		"  --sizes LIST        ping-pong message sizes, e.g. 64,4096 (default);\n"
+		"  --sizes LIST        ping-pong message sizes (default 64,4096,65536);\n"
 		"                      the smallest is also the message-rate size\n"
 		"  --stream-size BYTES write size of the throughput stream (default 64k)\n"
 		"  --connects N        most connections per connection-rate run and pair\n"
@@ -57,6 +57,11 @@ static void usage(FILE *f)
 		"  --cpus A,B          pinned: the client on CPU A, the server on CPU B\n"
 		"                      (default: the first two usable CPUs)\n"
 		"  --pairs N           oversub: pairs at once (default 2 x usable CPUs)\n"
+		"  --think US          ping-pong: the server computes US microseconds per\n"
+		"                      message before it answers (default 0); the targets\n"
+		"                      then judge p50 against US + 2 us (US < 100), or p50\n"
+		"                      and the client's CPU per round trip against kernel\n"
+		"                      TCP's (US >= 100)\n"
 		"  --fabric auto|yes|no  the shunt-fabric column: when the library has it\n"
 		"                      (default), required, or left out\n"
 		"  --only LIST         columns to run, of ring,unix,tcp,shm,fabric,sockmap\n"
@@ -241,7 +246,8 @@ static int confirm_suspects(struct bench *b, const struct bench_test_at *tests, 
 int shunt_cmd_bench(int argc, char **argv)
 {
 	enum { O_ROUNDS = 1, O_DURATION, O_WARMUP, O_SIZES, O_STREAM, O_CONNECTS, O_CPUS,
-	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_CONFIRM, O_LARGE, O_HELP };
+	       O_FABRIC, O_ONLY, O_CSV, O_PLOT, O_NETNS, O_PLACEMENT, O_PAIRS, O_CONFIRM, O_LARGE, O_THINK,
+	       O_HELP };
 	static const struct option opts[] = {
 		{ "rounds", required_argument, NULL, O_ROUNDS },
 		{ "confirm", required_argument, NULL, O_CONFIRM },
@@ -253,6 +259,7 @@ int shunt_cmd_bench(int argc, char **argv)
 		{ "cpus", required_argument, NULL, O_CPUS },
 		{ "placement", required_argument, NULL, O_PLACEMENT },
 		{ "pairs", required_argument, NULL, O_PAIRS },
+		{ "think", required_argument, NULL, O_THINK },
 		{ "fabric", required_argument, NULL, O_FABRIC },
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "csv", required_argument, NULL, O_CSV },
@@ -267,7 +274,7 @@ int shunt_cmd_bench(int argc, char **argv)
 	struct bench *b = &bench;
 	struct bench_opts *o = &b->o;
 	*o = (struct bench_opts){ .rounds = 3, .confirm = 6, .duration = 1, .warmup = 1000,
-				  .sizes = { 64, 4096 }, .nsizes = 2, .stream_size = 65536,
+				  .sizes = { 64, 4096, 65536 }, .nsizes = 3, .stream_size = 65536,
 				  .connects = 1000, .cpus = { -1, -1 }, .fabric = -1,
 				  /* sockmap only when asked for: it needs root
 				   * and attaches BPF programs */
@@ -355,6 +362,11 @@ int shunt_cmd_bench(int argc, char **argv)
 			if (parse_u64(optarg, &u, 0) || !u || u > BENCH_MAX_PAIRS)
 				return usage_error("--pairs: expected 1..%d", BENCH_MAX_PAIRS);
 			o->pairs = (int)u;
+			break;
+		case O_THINK:
+			if (parse_u64(optarg, &u, 0) || u > 1000000)
+				return usage_error("--think: expected 0..1000000 microseconds");
+			o->think_us = (unsigned)u;
 			break;
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;

@@ -96,6 +96,7 @@ struct bench_opts {
 	int nplace;
 	int cpus[2];                /* pinned: client, server; -1: the first two usable */
 	int pairs;                  /* oversub: pairs at once; 0: 2 x usable CPUs */
+	unsigned think_us;          /* ping-pong: the server computes this per message */
 	int fabric;                 /* -1 auto (probe), 0 off, 1 required */
 	int only;                   /* bit mask of enum bench_tp to run */
 	const char *csv, *plot;
@@ -261,7 +262,7 @@ struct bench_target {
 	enum bench_target_state state;
 	char why[160];        /* not checked: why */
 };
-#define BENCH_TARGETS 8
+#define BENCH_TARGETS 24
 /* The targets for shunt-shm, from the medians; informative. */
 int bench_targets(const struct bench *b, struct bench_target *t);
 

@@ -437,6 +437,10 @@ static void client_argv(const struct bench *b, enum bench_place pl, enum bench_t
 		add(v, "--size");
 		add(v, "%u", test == BTEST_STREAM ? b->o.stream_size : b->o.sizes[s]);
 	}
+	if (test == BTEST_PINGPONG && b->o.think_us) {
+		add(v, "--think");
+		add(v, "%u", b->o.think_us);
+	}
 	if (test == BTEST_PINGPONG) {
 		add(v, "--warmup");
 		add(v, "%u", b->o.warmup);

@@ -235,6 +235,125 @@ static void ratio_target(struct bench_target *t, const struct bench *b, const ch
 	t->state = (at_most ? t->value <= limit : t->value >= limit) ? BTS_MET : BTS_NOT_MET;
 }
 
+/* shunt-shm's p50 against a bound in microseconds: mult x the raw ring's
+ * p50 + add (ring), or think + add (no ring: a server that computes);
+ * the value is the median over the rounds of p50 / bound, met at <= 1. */
+static void bound_target(struct bench_target *t, const struct bench *b, enum bench_place pl,
+			 unsigned bytes, double mult, double add, int ring)
+{
+	int s = bench_size_index(b, bytes);
+	memset(t, 0, sizeof(*t));
+	t->key = ring ? "p50_vs_ring_bound" : "p50_vs_think_bound";
+	t->pl = pl;
+	t->limit = 1;
+	t->at_most = 1;
+	t->unit = "x";
+	t->value = NAN;
+	if (ring)
+		snprintf(t->what, sizeof(t->what), "%u B ping-pong p50, %s: shunt-shm / (%gx raw ring + %g us)",
+			 bytes, bench_place_key[pl], mult, add);
+	else
+		snprintf(t->what, sizeof(t->what), "%u B ping-pong p50, %s, server computes %u us: shunt-shm / (%u + %g us)",
+			 bytes, bench_place_key[pl], b->o.think_us, b->o.think_us, add);
+	if (!placement_run(b, pl, t->why, sizeof(t->why)))
+		return;
+	if (s < 0) {
+		snprintf(t->why, sizeof(t->why), "no %u B ping-pong (--sizes)", bytes);
+		return;
+	}
+	if (!b->avail[BT_SHM] || (ring && !b->avail[BT_RING])) {
+		snprintf(t->why, sizeof(t->why), "%s not measured",
+			 bench_tp_name[b->avail[BT_SHM] ? BT_RING : BT_SHM]);
+		return;
+	}
+	double q[BENCH_MAX_ROUNDS];
+	size_t nq = 0;
+	for (int r = 0; r < b->o.rounds && nq < BENCH_MAX_ROUNDS; r++) {
+		double v = BV(b, pl, BT_SHM, BM_P50, s, r);
+		double bound = ring ? mult * BV(b, pl, BT_RING, BM_P50, s, r) + add
+				    : b->o.think_us + add;
+		if (!isnan(v) && !isnan(bound) && bound > 0)
+			q[nq++] = v / bound;
+	}
+	if (!nq) {
+		snprintf(t->why, sizeof(t->why), "no figure");
+		return;
+	}
+	t->value = median_d(q, nq);
+	t->state = t->value <= 1 ? BTS_MET : BTS_NOT_MET;
+}
+
+/* shunt-shm's mean round trip (1 / round trips per second) against 2x the
+ * raw ring's + 0.5 us, pinned: the value is the median over the rounds of
+ * mean / bound, met at <= 1. */
+static void mean_target(struct bench_target *t, const struct bench *b, unsigned bytes)
+{
+	int s = bench_size_index(b, bytes);
+	memset(t, 0, sizeof(*t));
+	t->key = "mean_vs_ring_bound";
+	t->pl = BP_PINNED;
+	t->limit = 1;
+	t->at_most = 1;
+	t->unit = "x";
+	t->value = NAN;
+	snprintf(t->what, sizeof(t->what), "%u B ping-pong mean, pinned: shunt-shm / (2x raw ring + 0.5 us)",
+		 bytes);
+	if (!placement_run(b, BP_PINNED, t->why, sizeof(t->why)))
+		return;
+	if (s < 0) {
+		snprintf(t->why, sizeof(t->why), "no %u B ping-pong (--sizes)", bytes);
+		return;
+	}
+	if (!b->avail[BT_SHM] || !b->avail[BT_RING]) {
+		snprintf(t->why, sizeof(t->why), "%s not measured",
+			 bench_tp_name[b->avail[BT_SHM] ? BT_RING : BT_SHM]);
+		return;
+	}
+	double q[BENCH_MAX_ROUNDS];
+	size_t nq = 0;
+	for (int r = 0; r < b->o.rounds && nq < BENCH_MAX_ROUNDS; r++) {
+		double v = BV(b, BP_PINNED, BT_SHM, BM_RTTS, s, r);
+		double ring = BV(b, BP_PINNED, BT_RING, BM_RTTS, s, r);
+		if (!isnan(v) && !isnan(ring) && v > 0 && ring > 0)
+			q[nq++] = (1e6 / v) / (2 * 1e6 / ring + 0.5);
+	}
+	if (!nq) {
+		snprintf(t->why, sizeof(t->why), "no figure");
+		return;
+	}
+	t->value = median_d(q, nq);
+	t->state = t->value <= 1 ? BTS_MET : BTS_NOT_MET;
+}
+
+/* The rows for message sizes and servers that compute (--think). */
+static int size_targets(const struct bench *b, struct bench_target *t)
+{
+	static const unsigned pinned[] = {64, 4096, 16384, 65536}, free_[] = {64, 16384};
+	int n = 0, s64 = bench_size_index(b, 64);
+	if (b->o.think_us >= 100) {
+		ratio_target(&t[n++], b, "think_p50_vs_tcp", BP_PINNED, BM_P50, s64,
+			     "no 64 B ping-pong (--sizes)", BT_TCP, 1.0, 1,
+			     "64 B ping-pong p50, pinned, server computes");
+		ratio_target(&t[n++], b, "think_cpu_vs_tcp", BP_PINNED, BM_CPU_RTT_C, s64,
+			     "no 64 B ping-pong (--sizes)", BT_TCP, 1.0, 1,
+			     "64 B client CPU per round trip, pinned, server computes");
+		return n;
+	}
+	if (b->o.think_us) {
+		bound_target(&t[n++], b, BP_PINNED, 64, 0, 2, 0);
+		return n;
+	}
+	/* A size not asked for is a row "not checked", so a run shows every
+	 * row the targets name and what it takes to check it. */
+	for (size_t i = 0; i < sizeof pinned / sizeof *pinned; i++) {
+		bound_target(&t[n++], b, BP_PINNED, pinned[i], 1.5, 0.2, 1);
+		mean_target(&t[n++], b, pinned[i]);
+	}
+	for (size_t i = 0; i < sizeof free_ / sizeof *free_; i++)
+		bound_target(&t[n++], b, BP_FREE, free_[i], 2.0, 0.3, 1);
+	return n;
+}
+
 /* An idle connection costs nothing: in every placement run, shunt-shm's
  * idle CPU is at most kernel TCP's plus 1000 us/s (0.1 % of a CPU; against
  * kernel TCP's own, as a virtual machine charges a sleeping process some
@@ -297,5 +416,6 @@ int bench_targets(const struct bench *b, struct bench_target *t)
 	ratio_target(&t[n++], b, "conns_vs_tcp", BP_FREE, BM_CONNS, 0, "", BT_TCP, 1.0, 0,
 		     "connections/s, free");
 	idle_target(&t[n++], b);
+	n += size_targets(b, t + n);
 	return n;
 }

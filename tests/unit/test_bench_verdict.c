@@ -344,7 +344,7 @@ Test(bench_targets, met_not_met_not_checked)
 	set(b, BP_NEIGHBOUR, BT_SHM, BM_IDLE, 0, 1400, 0); /* 1100 above: not met */
 
 	int n = bench_targets(b, t);
-	cr_assert_eq(n, BENCH_TARGETS);
+	cr_assert_eq(n, 8 + 10, "the 8 of before, and 4 sizes pinned (p50, mean) and 2 free against the ring");
 	const struct bench_target *x = target(t, n, "p50_vs_ring", BP_FREE);
 	cr_expect_eq(x->state, BTS_MET);
 	cr_expect_float_eq(x->value, 1.4, 1e-9);
@@ -377,5 +377,58 @@ Test(bench_targets, met_not_met_not_checked)
 	x = target(t, n, "p50_vs_tcp", BP_NEIGHBOUR);
 	cr_expect_eq(x->state, BTS_NOT_CHECKED);
 	cr_expect(strstr(x->why, "not run"), "%s", x->why);
+	unmake(b);
+}
+
+/* The rows of message sizes and of servers that compute (--think): p50
+ * against the raw ring's times a factor plus a constant, or against the
+ * computing time plus 2 us; at 100 us and more, p50 and the client's CPU
+ * per round trip against kernel TCP's. */
+Test(bench_targets, sizes_and_think)
+{
+	struct bench *b = make(3);
+	struct bench_target t[BENCH_TARGETS];
+	b->o.nsizes = 3;
+	b->o.sizes[2] = 16384;
+	set(b, BP_PINNED, BT_RING, BM_P50, 0, 1.0, 0);
+	set(b, BP_PINNED, BT_SHM, BM_P50, 0, 1.6, 0);  /* <= 1.5 x 1.0 + 0.2 */
+	set(b, BP_PINNED, BT_RING, BM_P50, 2, 3.0, 0);
+	set(b, BP_PINNED, BT_SHM, BM_P50, 2, 43.5, 0); /* the sleep: not met */
+	int n = bench_targets(b, t), seen = 0;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(t[i].key, "p50_vs_ring_bound") || t[i].pl != BP_PINNED)
+			continue;
+		seen++;
+		if (strstr(t[i].what, "64 B")) {
+			cr_expect_eq(t[i].state, BTS_MET);
+			cr_expect_float_eq(t[i].value, 1.6 / 1.7, 1e-9);
+		} else if (strstr(t[i].what, "16384 B")) {
+			cr_expect_eq(t[i].state, BTS_NOT_MET);
+		} else if (strstr(t[i].what, "65536 B")) {
+			cr_expect_eq(t[i].state, BTS_NOT_CHECKED);
+			cr_expect(strstr(t[i].why, "--sizes"), "%s", t[i].why);
+		}
+	}
+	cr_expect_eq(seen, 4);
+	/* The mean, from the round trips per second: 1.2 us against 2 x 1.0 + 0.5. */
+	set(b, BP_PINNED, BT_RING, BM_RTTS, 0, 1e6, 0);
+	set(b, BP_PINNED, BT_SHM, BM_RTTS, 0, 1e6 / 1.2, 0);
+	n = bench_targets(b, t);
+	const struct bench_target *m = target(t, n, "mean_vs_ring_bound", BP_PINNED);
+	cr_expect_eq(m->state, BTS_MET);
+	cr_expect_float_eq(m->value, 1.2 / 2.5, 1e-9);
+	b->o.think_us = 10;
+	set(b, BP_PINNED, BT_SHM, BM_P50, 0, 11.5, 0);
+	n = bench_targets(b, t);
+	const struct bench_target *x = target(t, n, "p50_vs_think_bound", BP_PINNED);
+	cr_expect_eq(x->state, BTS_MET, "11.5 us <= 10 + 2");
+	b->o.think_us = 100;
+	set(b, BP_PINNED, BT_TCP, BM_P50, 0, 160, 0);
+	set(b, BP_PINNED, BT_SHM, BM_P50, 0, 150, 0);
+	set(b, BP_PINNED, BT_TCP, BM_CPU_RTT_C, 0, 25, 0);
+	set(b, BP_PINNED, BT_SHM, BM_CPU_RTT_C, 0, 101, 0); /* spins the whole wait */
+	n = bench_targets(b, t);
+	cr_expect_eq(target(t, n, "think_p50_vs_tcp", BP_PINNED)->state, BTS_MET);
+	cr_expect_eq(target(t, n, "think_cpu_vs_tcp", BP_PINNED)->state, BTS_NOT_MET);
 	unmake(b);
 }

@@ -1472,7 +1472,8 @@ static const char *value_of(const char *key)
 Test(value, every_key_of_the_table)
 {
 	static const char *const want[] = {
-		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "ring_size", "cma_min",
+		"enable", "log", "log_file", "rundir", "shm_group", "spin_us", "spin_max_us", "ring_size",
+		"cma_min",
 		"fabric_provider", "fabric_load_wait_ms", "agent_port", "default_transport",
 		"offer_timeout_ms", "agent_secret", "agent_secret_file", "agent_cache_s", "agent_timeout_ms",
 		"countersign_key_file", "sockmap", "sockmap_cgroup", "sockmap_pin",

@@ -10,34 +10,32 @@
  * from that, from its own CPU, and from what its past waits taught it
  * (struct shunt_spin_state), as adaptive mutexes and the kernel's busy
  * polling do.  Pure logic: the only system call is sched_getcpu (vDSO). */
-#ifndef SHUNT_SPIN_H
-#define SHUNT_SPIN_H
+#ifndef SHUNT_WAITPOLICY_H
+#define SHUNT_WAITPOLICY_H
 
 #include <stdint.h>
 
-/* Where one end of a connection is.  Written by that end only. */
-enum shunt_where {
-	SHUNT_AT_APP = 0,   /* in the application (or between calls) */
-	SHUNT_AT_SPIN = 1,  /* in a wait, spinning */
-	SHUNT_AT_SLEEP = 2, /* in a wait, asleep in the kernel */
+#include "shunt_presence.h"
+
+/* Recent answers a wait direction remembers. */
+#define SHUNT_SPIN_HISTORY 8u
+
+/* What one direction of one end's waits have taught it: when the recent
+ * answers came, counted from the wait's start to readiness, whether the
+ * wait saw it spinning or after a sleep (the peer stamps when it woke us:
+ * shunt_presence.woke_ns).  Private to the end (not shared). */
+struct shunt_spin_state {
+	uint32_t ans[SHUNT_SPIN_HISTORY]; /* ns, saturated at UINT32_MAX */
+	uint32_t budget_ns; /* the budget they give (shunt_spin_cover) */
+	uint8_t at, n;      /* next slot; answers held */
+	uint16_t idle;      /* waits since the last probe, while budget is 0 */
 };
 
-/* One end's published presence: a cache line of its own in the shared
- * header.  The peer treats every field as a hint (and as hostile): a wrong
- * value costs a spin or a sleep, never a lost byte. */
-struct shunt_presence {
-	uint32_t where; /* enum shunt_where */
-	int32_t cpu;    /* the CPU it was on when it last changed where; -1 unknown */
-	uint32_t beat;  /* advances while it spins: a spinner whose beat stops
-			   has been taken off its CPU */
-	uint32_t pad[13];
-} __attribute__((aligned(64)));
-
-/* What one end's waits have taught it.  Private to the end (not shared). */
-struct shunt_spin_state {
-	uint32_t budget_ns; /* this end's current budget, 0..cap */
-	uint16_t idle;      /* waits since a spin last paid off, while budget is 0 */
-	uint16_t pad;
+/* What a spin may cost: cost_ns, the mean CPU a wait may spend spinning
+ * (about what kernel TCP spends per round trip at one end: spin_us), and
+ * max_ns, the longest one spin may last (spin_max_us). */
+struct shunt_spin_limits {
+	uint64_t cost_ns, max_ns;
 };
 
 /* Why a spin stops (SHUNT_SPIN_ON: it goes on). */
@@ -64,7 +62,7 @@ enum shunt_spin_verdict {
  * not worth the CPU. */
 #define SHUNT_SPIN_FLOOR_NS 500u
 /* An event loop's wait (poll, select, epoll over several accelerated
- * connections) may spin this many times spin_us.  Its next event is the
+ * connections) may spin this many times the limits.  Its next event is the
  * next answer of a server serving many connections, which comes later
  * than one connection's round trip; every sleep that spin avoids saves a
  * wakeup datagram at the peer, two context switches and a drain here.  wrk
@@ -74,16 +72,36 @@ enum shunt_spin_verdict {
 /* Such a wait yields its CPU once its successful spins add up to this
  * since it last slept or yielded (shunt_spin_run). */
 #define SHUNT_SPIN_RUN_MAX_NS 200000u
-/* With a budget of 0, one wait in this many spins anyway (a quarter of the
- * cap), so a pair whose timing changed finds out. */
+/* With a budget of 0, one wait in this many spins anyway (shunt_spin_probe
+ * long), so a direction whose answers became faster finds out even where
+ * nothing stamps a slept wait's answer (a remote peer, an event loop). */
 #define SHUNT_SPIN_PROBE_EVERY 32u
 
-/* Start a connection end with the whole cap. */
-void shunt_spin_init(struct shunt_spin_state *s, uint64_t cap_ns);
+/* Start a direction with nothing learnt: it spins a probe's length. */
+void shunt_spin_init(struct shunt_spin_state *s, const struct shunt_spin_limits *l);
+
+/* The spin that covers recent answers (ans, n of them, in any order)
+ * within the limits: the answer of the latest of them it covers, with a
+ * quarter and 1 µs to spare, such that (1) at least half of them come
+ * within it, (2) it lasts at most max_ns, and (3) the mean CPU it spends
+ * per wait (each answer it covers costs its time, each it misses the whole
+ * spin, before a sleep) stays within cost_ns.  0 when no spin does: the
+ * answers come later, and a wait sleeps at once.  Pure. */
+uint64_t shunt_spin_cover(const uint32_t *ans, unsigned n, const struct shunt_spin_limits *l);
+
+/* A probe's length: long enough to see any answer a spin could pay for
+ * (cost_ns and a quarter), at most max_ns. */
+uint64_t shunt_spin_probe(const struct shunt_spin_limits *l);
 
 /* The budget of the next wait, in ns: 0 means sleep at once.  Takes one
  * wait from the probe count. */
-uint64_t shunt_spin_budget(struct shunt_spin_state *s, uint64_t cap_ns);
+uint64_t shunt_spin_budget(struct shunt_spin_state *s, const struct shunt_spin_limits *l);
+
+/* After every wait, spun or slept: the answer came answer_ns after the
+ * wait began (for a wait that ended without one, its length; 0 for one
+ * seen within the spin's first beat, before it read the clock). */
+void shunt_spin_learn(struct shunt_spin_state *s, const struct shunt_spin_limits *l,
+		      uint64_t answer_ns);
 
 /* Asked every few dozen polls while spinning: may it go on?  peer is NULL
  * when the transport has no presence (a remote peer: only the budget
@@ -168,29 +186,24 @@ static inline int shunt_spin_oneway(uint64_t *mark, uint64_t other)
 	return same;
 }
 
-/* After a wait: spun is how long it spun, ready whether the spin saw it
- * ready, why what stopped it (SHUNT_SPIN_ON when ready). */
-void shunt_spin_learn(struct shunt_spin_state *s, uint64_t cap_ns, uint64_t spun_ns,
-		      int ready, enum shunt_spin_verdict why);
+/* What a wait on one connection knows as it starts. */
+struct shunt_wait_view {
+	uint64_t budget_ns;                 /* shunt_spin_budget's (0: none) */
+	const struct shunt_presence *peer;  /* NULL: nothing known (remote) */
+	int mycpu;                          /* -1 unknown */
+	int woke;     /* this end woke the peer for this exchange */
+	int young;    /* within SHUNT_SPIN_YOUNG_WAITS: the peer's setup */
+	int runnable; /* tasks runnable on the machine, us included; -1 unknown */
+	unsigned ncpus;
+};
 
-/* Publish where this end is now (a relaxed store each: the peer reads
- * hints; the CPU is asked only when it matters). */
-static inline void shunt_presence_set(struct shunt_presence *p, enum shunt_where w, int cpu)
-{
-	__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
-}
-
-/* shunt_presence_set, storing only what changed.  The peer reads the line
- * whenever it waits, so a store must first take the line back from it (a
- * cross-CPU round trip), and the next locked instruction waits for that:
- * on the data path, a round trip per call before the data could move. */
-static inline void shunt_presence_note(struct shunt_presence *p, enum shunt_where w, int cpu)
-{
-	if (__atomic_load_n(&p->cpu, __ATOMIC_RELAXED) != cpu)
-		__atomic_store_n(&p->cpu, cpu, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&p->where, __ATOMIC_RELAXED) != (uint32_t)w)
-		__atomic_store_n(&p->where, (uint32_t)w, __ATOMIC_RELEASE);
-}
+/* A wait's first step, from what it knows: SHUNT_SPIN_ON to spin (with
+ * *yield_first set when the peer has not said where it runs: a server
+ * that has not accepted yet may be queued on our CPU, waiting for the very
+ * slice a spin would burn, so it is let run first), else why it hands off
+ * at once (shunt_spin_yield_ok then says yield or sleep).  *beat starts
+ * the peer's beat for shunt_spin_check. */
+enum shunt_spin_verdict shunt_wait_plan(const struct shunt_wait_view *v, uint32_t *beat,
+					int *yield_first);
 
 #endif

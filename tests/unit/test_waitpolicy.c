@@ -1,7 +1,7 @@
 #include <criterion/criterion.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "core/shunt_spin.h"
+#include "core/shunt_waitpolicy.h"
 
 #define CAP 20000u
 
@@ -58,30 +58,165 @@ Test(spin, budget_runs_out)
 	cr_assert_eq(shunt_spin_check(NULL, 1, 0, CAP - 1, CAP, &beat), SHUNT_SPIN_ON);
 }
 
-Test(spin, budget_adapts)
+/* The limits of the defaults: spin_us 20, spin_max_us 100. */
+static const struct shunt_spin_limits LIM = {20000, 100000};
+
+/* A wait trace replayed against the policy: each wait spins its budget or
+ * until the answer (a, ns), whichever is first, then learns a, as
+ * shunt_conn_wait does whether it saw the answer spinning or after a
+ * sleep.  Returns the waits whose answer a spin saw; *cpu: the spin CPU
+ * spent (ns). */
+static unsigned replay(struct shunt_spin_state *s, const uint32_t *trace, unsigned n,
+		       uint64_t *cpu)
+{
+	unsigned hits = 0;
+	*cpu = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = shunt_spin_budget(s, &LIM);
+		if (b >= trace[i]) {
+			hits++;
+			*cpu += trace[i];
+		} else {
+			*cpu += b;
+		}
+		shunt_spin_learn(s, &LIM, trace[i]);
+	}
+	return hits;
+}
+
+static void fill(uint32_t *t, unsigned n, uint32_t v)
+{
+	for (unsigned i = 0; i < n; i++)
+		t[i] = v;
+}
+
+Test(spin, cover_rule)
+{
+	uint32_t a[8];
+	fill(a, 8, 300);
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 1375,
+		     "fast answers: a little over the slowest");
+	fill(a, 8, 10000);
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 13500, "10 us answers are covered");
+	fill(a, 8, 100000);
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 0, "answers past the cap: sleep at once");
+	fill(a, 8, 30000);
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 0,
+		     "within the cap, but each would cost more than kernel TCP's round trip");
+	/* One slow answer among fast ones (a slow first request) does not
+	 * stop the spin; a majority of slow ones does. */
+	fill(a, 8, 2000);
+	a[3] = 5000000;
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 3500);
+	fill(a, 8, 5000000);
+	a[0] = a[1] = a[2] = 2000;
+	cr_assert_eq(shunt_spin_cover(a, 8, &LIM), 0);
+	cr_assert_eq(shunt_spin_cover(a, 0, &LIM), 0);
+	struct shunt_spin_limits off = {0, 100000};
+	cr_assert_eq(shunt_spin_cover(a, 3, &off), 0, "spin_us 0 never spins");
+}
+
+/* Answers at once (64 B: 0.3 us; 64 KiB: 10 us; a server computing 2, 5,
+ * 10 us), after a slow setup: every wait past the first few sees its
+ * answer spinning. */
+Test(spin, trace_fast_answers)
+{
+	static const uint32_t answer[] = {300, 1400, 3000, 10300, 2300, 5300, 12000};
+	for (unsigned k = 0; k < sizeof answer / sizeof *answer; k++) {
+		struct shunt_spin_state s;
+		shunt_spin_init(&s, &LIM);
+		uint32_t t[200];
+		fill(t, 200, answer[k]);
+		t[0] = 3000000; /* the accept, the first request */
+		t[1] = 800000;
+		uint64_t cpu;
+		unsigned hits = replay(&s, t, 200, &cpu);
+		cr_assert_geq(hits, 196, "answers at %u ns: %u of 200 seen spinning", answer[k],
+			      hits);
+		cr_assert_leq(cpu / 200, LIM.cost_ns, "answers at %u ns", answer[k]);
+	}
+}
+
+/* A slow server (100 us, 1 ms per answer): the waiter sleeps at once, and
+ * its probes cost far less than the round trip kernel TCP spends. */
+Test(spin, trace_slow_server)
+{
+	static const uint32_t answer[] = {100000, 1000000, 40000};
+	for (unsigned k = 0; k < sizeof answer / sizeof *answer; k++) {
+		struct shunt_spin_state s;
+		shunt_spin_init(&s, &LIM);
+		uint32_t t[1000];
+		fill(t, 1000, answer[k]);
+		uint64_t cpu;
+		unsigned hits = replay(&s, t, 1000, &cpu);
+		cr_assert_eq(hits, 0);
+		cr_assert_leq(cpu / 1000, 2000, "answers at %u ns: %llu ns of spin per wait",
+			      answer[k], (unsigned long long)(cpu / 1000));
+	}
+}
+
+/* A server that turns slow and fast again: the policy follows within a
+ * few waits each way, slept waits teaching it as spun ones do. */
+Test(spin, trace_slow_then_fast_again)
 {
 	struct shunt_spin_state s;
-	shunt_spin_init(&s, CAP);
-	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
-	/* Answers that never come in time halve it down to nothing. */
-	for (int i = 0; i < 8; i++)
-		shunt_spin_learn(&s, CAP, shunt_spin_budget(&s, CAP), 0, SHUNT_SPIN_BUDGET);
+	shunt_spin_init(&s, &LIM);
+	uint32_t t[300];
+	fill(t, 100, 5000);
+	fill(t + 100, 100, 200000);
+	fill(t + 200, 100, 5000);
+	uint64_t cpu;
+	cr_assert_geq(replay(&s, t, 100, &cpu), 99);
+	unsigned slow = replay(&s, t + 100, 100, &cpu);
+	cr_assert_eq(slow, 0);
+	cr_assert_leq(cpu, 6 * shunt_spin_cover(t, 1, &LIM) + 4 * shunt_spin_probe(&LIM),
+		      "a few spins, then sleeps: %llu ns", (unsigned long long)cpu);
 	cr_assert_eq(s.budget_ns, 0);
-	/* Then most waits sleep at once, and one in PROBE_EVERY looks again. */
+	unsigned fast = replay(&s, t + 200, 100, &cpu);
+	cr_assert_geq(fast, 94, "fast again after a few slept waits: %u of 100", fast);
+}
+
+/* A crowded machine: answers scattered between microseconds and
+ * milliseconds.  Whatever the mix, the spin CPU per wait stays within
+ * spin_us (what kernel TCP spends per round trip). */
+Test(spin, trace_crowded_machine)
+{
+	uint32_t t[4000];
+	uint32_t x = 12345;
+	for (unsigned i = 0; i < 4000; i++) {
+		x = x * 1103515245u + 12345u;
+		unsigned r = (x >> 16) % 10;
+		t[i] = r < 4 ? 1000 + (x % 4000) : r < 7 ? 20000 + (x % 80000) : 300000 + (x % 3000000);
+	}
+	struct shunt_spin_state s;
+	shunt_spin_init(&s, &LIM);
+	uint64_t cpu;
+	replay(&s, t, 4000, &cpu);
+	cr_assert_leq(cpu / 4000, LIM.cost_ns, "%llu ns per wait", (unsigned long long)(cpu / 4000));
+	/* Most answers fast, a few slow: it spins for the fast ones. */
+	for (unsigned i = 0; i < 4000; i++)
+		t[i] = i % 5 == 0 ? 2000000 : 3000;
+	shunt_spin_init(&s, &LIM);
+	unsigned hits = replay(&s, t, 4000, &cpu);
+	cr_assert_geq(hits, 3000);
+	cr_assert_leq(cpu / 4000, LIM.cost_ns);
+}
+
+/* Nothing learnt says sleep: one wait in SHUNT_SPIN_PROBE_EVERY spins a
+ * probe, long enough to see an answer a spin could pay for. */
+Test(spin, probes_while_sleeping)
+{
+	struct shunt_spin_state s;
+	shunt_spin_init(&s, &LIM);
+	for (int i = 0; i < 8; i++)
+		shunt_spin_learn(&s, &LIM, 500000);
 	int probes = 0;
 	for (unsigned i = 0; i < 4 * SHUNT_SPIN_PROBE_EVERY; i++)
-		probes += shunt_spin_budget(&s, CAP) != 0;
+		probes += shunt_spin_budget(&s, &LIM) != 0;
 	cr_assert_eq(probes, 4);
-	/* A probe that pays restores a budget fitted to the answers seen. */
-	shunt_spin_learn(&s, CAP, 1500, 1, SHUNT_SPIN_ON);
-	cr_assert_eq(shunt_spin_budget(&s, CAP), 6000);
-	/* A placement refusal (same CPU, peer asleep) does not shrink it. */
-	shunt_spin_learn(&s, CAP, 100, 0, SHUNT_SPIN_SAME_CPU);
-	cr_assert_eq(shunt_spin_budget(&s, CAP), 6000);
-	/* Never above the cap, never when the cap is 0. */
-	shunt_spin_learn(&s, CAP, 100000, 1, SHUNT_SPIN_ON);
-	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
-	cr_assert_eq(shunt_spin_budget(&s, 0), 0);
+	cr_assert_eq(shunt_spin_probe(&LIM), 25000);
+	struct shunt_spin_limits low = {20000, 10000};
+	cr_assert_eq(shunt_spin_probe(&low), 10000, "never past spin_max_us");
 }
 
 /* A spin needs a CPU for each end; with other runnable tasks taking the
@@ -105,11 +240,6 @@ Test(spin, crowded_when_others_want_the_cpus)
 	cr_assert_eq(shunt_spin_crowded(5, 4, 1), 1);
 	/* A count that missed us (read between two states) is not negative. */
 	cr_assert_eq(shunt_spin_crowded(0, 2, 1), 0);
-	/* The verdict is a placement's: it leaves the budget as it was. */
-	struct shunt_spin_state s;
-	shunt_spin_init(&s, CAP);
-	shunt_spin_learn(&s, CAP, 100, 0, SHUNT_SPIN_CROWDED);
-	cr_assert_eq(shunt_spin_budget(&s, CAP), CAP);
 }
 
 Test(spin, an_exchange_yields_only_while_our_cpu_can_hold_just_the_pair)
@@ -238,4 +368,32 @@ Test(spin, an_event_loop_whose_spins_keep_paying_yields_now_and_then)
 	cr_assert_eq(run, 0);
 	cr_assert_eq(shunt_spin_run(&run, 1), 0);
 	cr_assert_eq(run, 1);
+}
+
+/* A wait's first step (shunt_wait_plan), from what it knows. */
+Test(spin, plan_spins_only_where_the_policy_says)
+{
+	uint32_t beat;
+	int yf;
+	struct shunt_presence p = peer_at(SHUNT_AT_APP, 1);
+	struct shunt_wait_view v = {.budget_ns = CAP, .peer = &p, .mycpu = 0, .runnable = 2,
+				    .ncpus = 2};
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON);
+	cr_assert_eq(yf, 0);
+	v.budget_ns = 0;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_BUDGET, "no budget: sleep");
+	v.budget_ns = CAP;
+	v.mycpu = 1;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_SAME_CPU);
+	v.mycpu = 0;
+	v.runnable = 8;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_CROWDED, "oversubscribed");
+	v.runnable = 2;
+	p = peer_at(SHUNT_AT_APP, -1);
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON);
+	cr_assert_eq(yf, 1, "a peer that has not said where it runs is let run first");
+	v.peer = NULL;
+	v.runnable = 8;
+	cr_assert_eq(shunt_wait_plan(&v, &beat, &yf), SHUNT_SPIN_ON, "remote: the budget decides");
+	cr_assert_eq(yf, 0);
 }
