@@ -16,6 +16,7 @@
 #include "shunt_ownfd.h"
 #include "shunt_real.h"
 #include "shunt_transport.h"
+#include "shunt_uring.h"
 #include "shunt_wait.h"
 
 static int allowed(enum shunt_transport rule, enum shunt_transport t)
@@ -78,7 +79,7 @@ void shunt_conn_on_listen(int fd, struct shunt_fd *e)
 		return; /* listen() again, to change the backlog */
 	__atomic_store_n(&e->kind, SHUNT_FD_LISTEN, __ATOMIC_RELEASE);
 	shunt_first_decision();
-	if (!shunt_config()->enabled)
+	if (!shunt_config()->enabled || shunt_uring_in_use())
 		return;
 	shunt_listen_register(fd, e);
 	for (const struct shunt_transport_ops *const *t = shunt_transports; *t; t++)
@@ -101,6 +102,8 @@ static enum shunt_reason decide(int fd, enum shunt_role role, const struct socka
 	enum shunt_transport rule = shunt_config_decide(c, role, shunt_prog(), sa, len);
 	if (rule == SHUNT_TP_KERNEL)
 		return SHUNT_R_RULE_KERNEL;
+	if (shunt_uring_in_use())
+		return SHUNT_R_IO_URING;
 	/* shunt must never make a call fail that would succeed without it:
 	 * near the fd limit, the fds an accelerated connection may take (its
 	 * wake sockets) are left to the application. */

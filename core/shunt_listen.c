@@ -84,6 +84,11 @@ static void forget(int fd, struct shunt_fd *e, void *arg)
  * open file, leave them to their parent. */
 void shunt_listen_at_exit(void)
 {
+	shunt_listen_withdraw();
+}
+
+void shunt_listen_withdraw(void)
+{
 	shunt_fd_foreach(SHUNT_FD_LISTEN, forget, NULL);
 }
 

@@ -32,6 +32,9 @@ void shunt_listen_unref(struct shunt_listener *l);
 void shunt_listen_after_fork_child(void);
 /* exit(): remove the names this process registered. */
 void shunt_listen_at_exit(void);
+/* Remove the names this process registered now, listeners open or not:
+ * it can no longer take offers (it uses io_uring, shunt_uring.h). */
+void shunt_listen_withdraw(void);
 
 /* Around a set*id call (setuid, setgroups, initgroups...): before it, while
  * the process may still write its registry entries, open them; after it

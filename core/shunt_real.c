@@ -78,6 +78,18 @@ static int resolve_ioctl(int fd, unsigned long req, ...)
 	return REAL(ioctl)(fd, req, arg);
 }
 
+static long resolve_syscall(long n, ...)
+{
+	va_list ap;
+	va_start(ap, n);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	shunt_real_init();
+	return REAL(syscall)(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 struct shunt_real shunt_real = {
 #define SHUNT_RESOLVER_INIT(ret, name, params, args) .name = resolve_##name,
 	SHUNT_REAL_FUNCS(SHUNT_RESOLVER_INIT)
@@ -89,6 +101,7 @@ struct shunt_real shunt_real = {
 	.fcntl = resolve_fcntl,
 	.fcntl64 = resolve_fcntl64,
 	.ioctl = resolve_ioctl,
+	.syscall = resolve_syscall,
 };
 
 static void *lookup(const char *name, void *fallback)
@@ -118,5 +131,6 @@ void shunt_real_init(void)
 	STORE(fcntl, NULL);
 	STORE(fcntl64, REAL(fcntl));
 	STORE(ioctl, NULL);
+	STORE(syscall, NULL);
 	__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 }

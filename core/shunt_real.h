@@ -50,6 +50,10 @@
 	  (fd, v, n, fl, t))                                                             \
 	X(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n))                 \
 	X(ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n))          \
+	X(ssize_t, preadv2, (int fd, const struct iovec *v, int n, off_t o, int fl),    \
+	  (fd, v, n, o, fl))                                                             \
+	X(ssize_t, pwritev2, (int fd, const struct iovec *v, int n, off_t o, int fl),   \
+	  (fd, v, n, o, fl))                                                             \
 	X(ssize_t, send, (int fd, const void *b, size_t n, int fl), (fd, b, n, fl))     \
 	X(ssize_t, sendto,                                                               \
 	  (int fd, const void *b, size_t n, int fl, const struct sockaddr *sa,          \
@@ -139,6 +143,8 @@ struct shunt_real {
 	int (*fcntl)(int fd, int cmd, ...);
 	int (*fcntl64)(int fd, int cmd, ...);
 	int (*ioctl)(int fd, unsigned long req, ...);
+	/* Always called with the six arguments a system call can take. */
+	long (*syscall)(long n, ...);
 };
 
 extern struct shunt_real shunt_real;

@@ -49,7 +49,9 @@
 	X(SOCK_FILTER, "sock-filter") /* SO_ATTACH_FILTER/_BPF: a filter sees  \
 					 only the kernel's packets */          \
 	X(TCP_REPAIR, "tcp-repair")  /* TCP_REPAIR: the kernel's queues are   \
-					read and rebuilt (checkpoint/restore) */
+					read and rebuilt (checkpoint/restore) */ \
+	X(IO_URING, "io-uring")      /* the process uses io_uring, which reads \
+					and writes sockets past shunt */
 
 enum shunt_reason {
 #define SHUNT_REASON_ENUM(id, name) SHUNT_R_##id,

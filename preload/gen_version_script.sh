@@ -3,14 +3,21 @@
 #
 # A preloaded definition only interposes a versioned reference (read@GLIBC_2.2.5)
 # when it carries the same version, so each interposed function is put in the
-# version node under which this system's libc defines it by default.  shunt's
-# own API lives in SHUNT_1.  Usage: gen_version_script.sh LIBC LIST OUT
+# version node under which this system's libc defines it by default; a name
+# written name@VERSION (another library's function) goes in the node it names.
+# shunt's own API lives in SHUNT_1.  Usage: gen_version_script.sh LIBC LIST OUT
 set -eu
 libc=$1 list=$2 out=$3
 syms=$(grep -v '^#' "$list" | tr -s ' \n' '\n' | grep -v '^$')
 readelf --dyn-syms -W "$libc" | awk -v syms="$syms" '
-	BEGIN { n = split(syms, s, "\n"); for (i = 1; i <= n; i++) want[s[i]] = 1 }
-	$8 ~ /@@/ { split($8, p, "@@"); if (p[1] in want) { ver[p[1]] = p[2] } }
+	BEGIN {
+		n = split(syms, s, "\n")
+		for (i = 1; i <= n; i++) {
+			if (split(s[i], p, "@") == 2) { ver[p[1]] = p[2]; fixed[p[1]] = 1 }
+			want[p[1]] = 1
+		}
+	}
+	$8 ~ /@@/ { split($8, p, "@@"); if ((p[1] in want) && !(p[1] in fixed)) { ver[p[1]] = p[2] } }
 	END {
 		for (name in want) {
 			if (!(name in ver)) { print "missing from libc: " name > "/dev/stderr"; exit 1 }

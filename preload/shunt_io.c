@@ -318,6 +318,44 @@ SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned n, int flags)
 	return (int)done(c, (int)i);
 }
 
+/* preadv2/pwritev2 with offset -1 are readv/writev at the file position,
+ * which a socket has none of: the stream.  Any other offset fails ESPIPE in
+ * the kernel before a byte moves, and flags (RWF_NOWAIT, RWF_HIPRI...) are
+ * the kernel's to judge, so those calls demote the connection first. */
+static void kernel_only(int fd);
+
+SHUNT_EXPORT ssize_t preadv2(int fd, const struct iovec *v, int n, off_t off, int flags)
+{
+	if (off != -1)
+		return REAL(preadv2)(fd, v, n, off, flags);
+	if (unlikely(flags))
+		kernel_only(fd);
+	ACCEL_OR_REAL(kernel_in, preadv2, fd, v, n, off, flags);
+	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
+	return done(c, c->ops->data->recvmsg(c, &m, nb(c, 0)));
+}
+
+SHUNT_EXPORT ssize_t preadv64v2(int fd, const struct iovec *v, int n, off64_t off, int flags)
+{
+	return preadv2(fd, v, n, (off_t)off, flags);
+}
+
+SHUNT_EXPORT ssize_t pwritev2(int fd, const struct iovec *v, int n, off_t off, int flags)
+{
+	if (off != -1)
+		return REAL(pwritev2)(fd, v, n, off, flags);
+	if (unlikely(flags))
+		kernel_only(fd);
+	ACCEL_OR_REAL(kernel_out, pwritev2, fd, v, n, off, flags);
+	struct msghdr m = {.msg_iov = (struct iovec *)v, .msg_iovlen = (size_t)n};
+	return done(c, c->ops->data->sendmsg(c, &m, nb(c, 0)));
+}
+
+SHUNT_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *v, int n, off64_t off, int flags)
+{
+	return pwritev2(fd, v, n, (off_t)off, flags);
+}
+
 /* sendfile and splice move bytes inside the kernel; an accelerated
  * connection hands itself back to TCP first so they keep working. */
 static void kernel_only(int fd)

@@ -750,7 +750,7 @@ int shm_sleep(struct shunt_conn *b, short ev, int timeout_ms)
 			ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;
 			tp = &ts;
 		}
-		if (syscall(SYS_futex, seq, FUTEX_WAIT, v, tp, NULL, 0) < 0) {
+		if (REAL(syscall)(SYS_futex, seq, FUTEX_WAIT, v, tp, NULL, 0) < 0) {
 			if (errno == EINTR)
 				r = -1;
 			else if (errno == ETIMEDOUT)

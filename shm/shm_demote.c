@@ -141,6 +141,11 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	SHUNT_GUARD_ENTER();
 	struct shunt_conn *sp = spill_unread(c, why);
 	shm_lock(&c->tx.ctl->wlock, &c->lk);
+	/* A client that leaves its offer for a reason of its own (io_uring,
+	 * exec...) tells a server whose commit then fails: peer-demoted, not
+	 * offer-timeout.  Published by the CAS below, as shm_withdraw's. */
+	if (why != SHUNT_R_NONE && why != SHUNT_R_OFFER_TIMEOUT && why != SHUNT_R_DECLINED)
+		__atomic_store_n(&c->hdr->left_why, SHUNT_R_PEER_DEMOTED, __ATOMIC_RELAXED);
 	uint32_t st = __atomic_load_n(&c->hdr->state, __ATOMIC_ACQUIRE);
 	while ((st == SHM_OFFERED || st == SHM_COMMITTED) &&
 	       !__atomic_compare_exchange_n(&c->hdr->state, &st, SHM_DEMOTING, 0,

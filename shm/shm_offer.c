@@ -377,10 +377,12 @@ static enum shunt_reason shm_accept(int lfd, int fd, struct shunt_fd *e,
 	if (!__atomic_compare_exchange_n(&h->state, &st, SHM_COMMITTED, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		/* The client left the offer and is on TCP: it closed the
-		 * socket, or gave up waiting (offer_timeout_ms).  Only the
-		 * one value it may say is taken from the header. */
-		why = __atomic_load_n(&h->left_why, __ATOMIC_RELAXED) == SHUNT_R_CLIENT_CLOSED
-			      ? SHUNT_R_CLIENT_CLOSED
+		 * socket, moved to TCP for a reason of its own, or gave up
+		 * waiting (offer_timeout_ms).  Only the values it may say are
+		 * taken from the header. */
+		uint32_t left = __atomic_load_n(&h->left_why, __ATOMIC_RELAXED);
+		why = left == SHUNT_R_CLIENT_CLOSED || left == SHUNT_R_PEER_DEMOTED
+			      ? (enum shunt_reason)left
 			      : SHUNT_R_OFFER_TIMEOUT;
 		goto fail;
 	}

@@ -163,7 +163,7 @@ void shm_pending_end(int b)
 	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&p->waiters, __ATOMIC_RELAXED))
-		syscall(SYS_futex, &p->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		REAL(syscall)(SYS_futex, &p->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 uint32_t shm_pending_seq(int b)
@@ -203,6 +203,6 @@ void shm_pending_sleep(int b, uint32_t seq, int timeout_ms)
 	__atomic_add_fetch(&p->waiters, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == seq)
-		syscall(SYS_futex, &p->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+		REAL(syscall)(SYS_futex, &p->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 	__atomic_sub_fetch(&p->waiters, 1, __ATOMIC_RELAXED);
 }

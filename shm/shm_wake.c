@@ -133,7 +133,7 @@ static void wake_sleepers(struct shm_conn *c, uint32_t *seq, const uint32_t *sle
 		__atomic_store_n(&c->hdr->pres[c->side].woke_ns, shunt_now_ns(), __ATOMIC_RELAXED);
 	if (__atomic_load_n(sleep, __ATOMIC_RELAXED)) {
 		__atomic_add_fetch(seq, 1, __ATOMIC_RELEASE);
-		syscall(SYS_futex, seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		REAL(syscall)(SYS_futex, seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 		__atomic_store_n(&c->base.woke, 1, __ATOMIC_RELAXED);
 	}
 	/* Acquire: the waiter published its socket's id before counting

@@ -15,7 +15,7 @@ shift
 # (None today.)
 allow=''
 
-names=$(grep -v '^#' "$list" | tr -s ' \t\n' ' ')
+names=$(grep -v '^#' "$list" | tr -s ' \t\n' ' ' | sed 's/@[^ ]*//g')
 bad=$(nm -u -A "$@" | awk -v names="$names" -v allow="$allow" '
 	BEGIN {
 		n = split(names, a, " "); for (i = 1; i <= n; i++) interposed[a[i]] = 1

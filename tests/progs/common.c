@@ -361,15 +361,25 @@ void sock_name(int fd, int peer, char *out, size_t outlen)
 
 #include <sys/uio.h>
 
-static const char *const send_names[] = { "write", "send", "sendto", "sendmsg", "writev" };
-static const char *const recv_names[] = { "read", "recv", "recvfrom", "recvmsg", "readv" };
+#include <sys/syscall.h>
+
+/* The first NAPI are libc's socket calls ("mix" picks among them); then the
+ * same calls made by number through syscall(), and preadv2/pwritev2 at
+ * offset -1 through libc and by number. */
+static const char *const send_names[] = { "write", "send", "sendto", "sendmsg", "writev",
+					  "sys-write", "sys-sendto", "sys-sendmsg", "sys-writev",
+					  "pwritev2", "sys-pwritev2" };
+static const char *const recv_names[] = { "read", "recv", "recvfrom", "recvmsg", "readv",
+					  "sys-read", "sys-recvfrom", "sys-recvmsg", "sys-readv",
+					  "preadv2", "sys-preadv2" };
 #define NAPI 5
+#define NAPI_ALL 11
 
 static int api_parse(const char *const *names, const char *name)
 {
 	if (strcmp(name, "mix") == 0)
 		return API_MIX;
-	for (int i = 0; i < NAPI; i++)
+	for (int i = 0; i < NAPI_ALL; i++)
 		if (strcmp(name, names[i]) == 0)
 			return i;
 	return -2;
@@ -399,17 +409,29 @@ ssize_t api_send(int api, uint64_t k, int fd, const void *buf, size_t len)
 		return send(fd, buf, len, MSG_NOSIGNAL);
 	case 2:
 		return sendto(fd, buf, len, MSG_NOSIGNAL, NULL, 0);
-	case 3: {
+	case 3:
+	case 7: {
 		struct iovec iov[2] = { { (void *)p, h }, { (void *)(p + h), len - h } };
 		struct msghdr m;
 		memset(&m, 0, sizeof m);
 		m.msg_iov = iov;
 		m.msg_iovlen = 2;
-		return sendmsg(fd, &m, MSG_NOSIGNAL);
+		return api == 7 ? syscall(SYS_sendmsg, fd, &m, MSG_NOSIGNAL)
+				: sendmsg(fd, &m, MSG_NOSIGNAL);
 	}
+	case 5:
+		return syscall(SYS_write, fd, buf, len);
+	case 6:
+		return syscall(SYS_sendto, fd, buf, len, MSG_NOSIGNAL, NULL, 0);
 	default: {
 		struct iovec iov[3] = { { (void *)p, t }, { (void *)(p + t), 0 },
 					{ (void *)(p + t), len - t } };
+		if (api == 8)
+			return syscall(SYS_writev, fd, iov, 3);
+		if (api == 9)
+			return pwritev2(fd, iov, 3, -1, 0);
+		if (api == 10)
+			return syscall(SYS_pwritev2, fd, iov, 3, -1L, 0L, 0);
 		return writev(fd, iov, 3);
 	}
 	}
@@ -424,22 +446,35 @@ ssize_t api_recv(int api, uint64_t k, int fd, void *buf, size_t len)
 		return read(fd, buf, len);
 	case 1:
 		return recv(fd, buf, len, 0);
-	case 2: {
+	case 2:
+	case 6: {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof ss;
+		if (api == 6)
+			return syscall(SYS_recvfrom, fd, buf, len, 0, (struct sockaddr *)&ss, &sl);
 		return recvfrom(fd, buf, len, 0, (struct sockaddr *)&ss, &sl);
 	}
-	case 3: {
+	case 3:
+	case 7: {
 		struct iovec iov[2] = { { p, h }, { p + h, len - h } };
 		struct msghdr m;
 		memset(&m, 0, sizeof m);
 		m.msg_iov = iov;
 		m.msg_iovlen = 2;
-		return recvmsg(fd, &m, 0);
+		return api == 7 ? syscall(SYS_recvmsg, fd, &m, 0) : recvmsg(fd, &m, 0);
 	}
+	case 5:
+		return syscall(SYS_read, fd, buf, len);
 	default: {
 		struct iovec iov[2] = { { p, 1 }, { p + 1, len - 1 } };
-		return readv(fd, iov, len > 1 ? 2 : 1);
+		int n = len > 1 ? 2 : 1;
+		if (api == 8)
+			return syscall(SYS_readv, fd, iov, n);
+		if (api == 9)
+			return preadv2(fd, iov, n, -1, 0);
+		if (api == 10)
+			return syscall(SYS_preadv2, fd, iov, n, -1L, 0L, 0);
+		return readv(fd, iov, n);
 	}
 	}
 }
