@@ -1,7 +1,7 @@
 /* shunt doctor: will shunt work here?  (like smc_chk and smc_rnics)
  *
  *   shunt doctor [--config FILE] [--options 'k=v,...'] [--connections N]
- *                [--to HOST:PORT [--program NAME]] [--json]
+ *                [--to HOST:PORT] [--program PATH] [--json]
  *
  * Loads the configuration exactly as `shunt run` does (shunt_run_env.c:
  * a setting the library would refuse is a usage error), then checks this
@@ -9,11 +9,14 @@
  * local agent (shunt_doctor_agent.c), libfabric and RDMA devices
  * (shunt_doctor_fabric.c); with --to, which transport a connection from
  * here to HOST:PORT would take and why, found by asking the registry or the
- * destination's agent, never the server (shunt_doctor_to.c).  Each finding
+ * destination's agent, never the server (shunt_doctor_to.c); with
+ * --program, whether LD_PRELOAD reaches that program at all (static, Go:
+ * shunt_reach.h), and its name for the rules --to asks.  Each finding
  * is one line, OK, WARN or FAIL, with what to do (shunt_doctor_codes.h, the
  * table docs/TROUBLESHOOTING.md shares).  Exit status: 0 when nothing
  * FAILs, 1 otherwise, 2 for a usage error. */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <grp.h>
 #include <netdb.h>
@@ -24,6 +27,7 @@
 
 #include "shunt_doctor.h"
 #include "shunt_doctor_judge.h"
+#include "shunt_reach.h"
 #include "shunt_run_env.h"
 #include "shunt_tool.h"
 
@@ -33,7 +37,7 @@ static void doctor_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: shunt doctor [--config FILE] [--options 'k=v,...'] [--connections N]\n"
-		"                    [--to HOST:PORT [--program NAME]] [--json]\n"
+		"                    [--to HOST:PORT] [--program PATH] [--json]\n"
 		"                    [--fabric-selftest[=PROVIDER] [--selftest-address ADDR]]\n"
 		"  --config FILE        configuration file, as shunt run takes it\n"
 		"  --options 'k=v,...'  settings over it, as shunt run takes them\n"
@@ -42,7 +46,8 @@ static void doctor_usage(FILE *f)
 		"  --to HOST:PORT       which transport a connection from here would take, and\n"
 		"                       why: asks the listener registry or HOST's agent, never\n"
 		"                       the server\n"
-		"  --program NAME       the client program, for rules naming programs\n"
+		"  --program PATH       whether the program can be accelerated at all (static,\n"
+		"                       Go); with --to, its name for rules naming programs\n"
 		"  --json               one JSON object\n"
 		"  --fabric-selftest[=PROVIDER]  one fabric connection from this host to itself\n"
 		"                       through shunt's code, bytes checked: verbs on a host\n"
@@ -111,6 +116,34 @@ static int resolve_to(const char *to, struct sockaddr_storage *ss, socklen_t *le
 	return 0;
 }
 
+/* --program: can LD_PRELOAD reach it?  (What `shunt run` says on stderr.)
+ * A name that is no file is only a name for the rules. */
+static void doctor_program(struct doctor *d)
+{
+	static char path[PATH_MAX];
+	char why[PATH_MAX + 256];
+	if (shunt_reach_find(d->program, path, sizeof path) < 0) {
+		if (!d->to)
+			doctor_add(d, DOC_PROGRAM_UNKNOWN, "%s: no such program on PATH",
+				   d->program);
+		return;
+	}
+	switch (shunt_reach_file(path, why, sizeof why)) {
+	case SHUNT_REACH_YES: doctor_add(d, DOC_PROGRAM, "%s", why); break;
+	case SHUNT_REACH_STATIC:
+		doctor_add(d, DOC_PROGRAM_STATIC, "%s: it cannot be accelerated, its connections stay on TCP", why);
+		break;
+	case SHUNT_REACH_GO:
+		doctor_add(d, DOC_PROGRAM_GO, "%s: it cannot be accelerated, its connections stay on TCP", why);
+		break;
+	default: doctor_add(d, DOC_PROGRAM_UNKNOWN, "%s", why); break;
+	}
+	/* Rules match the program's name, not its path. */
+	const char *base = strrchr(d->program, '/');
+	if (base && base[1])
+		d->program = base + 1;
+}
+
 int shunt_cmd_doctor(int argc, char **argv)
 {
 	enum { O_CONFIG = 1, O_OPTIONS, O_CONNECTIONS, O_TO, O_PROGRAM, O_JSON, O_HELP, O_SELFTEST,
@@ -168,8 +201,6 @@ int shunt_cmd_doctor(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("unexpected '%s'", argv[optind]);
-	if (d->program && !d->to)
-		return usage_error("--program goes with --to");
 	if (d->selftest_addr && !d->selftest)
 		return usage_error("--selftest-address goes with --fabric-selftest");
 
@@ -195,6 +226,8 @@ int shunt_cmd_doctor(int argc, char **argv)
 	d->egid = getegid();
 	resolve_group(d);
 	doctor_config(d);
+	if (d->program)
+		doctor_program(d);
 	doctor_rundir(d);
 	doctor_agent(d);
 	doctor_sockmap(d);

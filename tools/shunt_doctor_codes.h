@@ -126,7 +126,17 @@
 	  "preload (Go, static binaries)")                                                         \
 	X(SOCKMAP_UNAVAILABLE, "sockmap-unavailable", WARN,                                        \
 	  "run shuntd as root on a kernel with BPF sockmap support, a cgroup v2 hierarchy and a "  \
-	  "bpffs (its log says what stopped it), or sockmap = off")
+	  "bpffs (its log says what stopped it), or sockmap = off")                                    \
+	X(PROGRAM, "program", OK, "nothing")                                                       \
+	X(PROGRAM_STATIC, "program-static", FAIL,                                                  \
+	  "a dynamically linked build of the program (without -static); meanwhile it runs on TCP " \
+	  "and its peers under shunt do not wait for it; shuntd --sockmap (root) short-cuts its "  \
+	  "local TCP")                                                                             \
+	X(PROGRAM_GO, "program-go", FAIL,                                                          \
+	  "it runs on TCP, and its peers under shunt do not wait for it; shuntd --sockmap (root) " \
+	  "short-cuts its local TCP")                                                              \
+	X(PROGRAM_UNKNOWN, "program-unknown", WARN,                                                \
+	  "name the program's executable file (a path, or a name on PATH)")
 
 enum doctor_level { DOC_OK, DOC_WARN, DOC_FAIL };
 

@@ -11,6 +11,10 @@
  * CMD.  Exit status: CMD's; 2 on a usage error; 127 when
  * libshunt.so is not found or CMD cannot be executed.
  *
+ * A CMD LD_PRELOAD cannot reach (statically linked, a Go program:
+ * shunt_reach.h) still runs, on TCP, after one line on stderr saying so and
+ * why (unless log = error).
+ *
  * Where libshunt.so is looked for, in order:
  *   1. $SHUNT_LIBRARY, when set (and then nowhere else);
  *   2. <directory of this executable>/SHUNT_BIN_TO_LIBDIR/libshunt.so (the
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include "config/shunt_config.h"
+#include "shunt_reach.h"
 #include "shunt_run_env.h"
 #include "shunt_tool.h"
 
@@ -229,6 +234,18 @@ int shunt_cmd_run(int argc, char **argv)
 		return 1;
 	}
 	free(preload);
+
+	/* Said before it runs, not found out from a benchmark: the program
+	 * works, on TCP, and its peers under shunt never wait for it. */
+	char path[PATH_MAX], why[PATH_MAX + 256];
+	if (conf.log_level >= SHUNT_LOG_WARN && shunt_reach_find(cmd[0], path, sizeof path) == 0) {
+		enum shunt_reach r = shunt_reach_file(path, why, sizeof why);
+		if (r == SHUNT_REACH_STATIC || r == SHUNT_REACH_GO)
+			fprintf(stderr,
+				"shunt: %s cannot be accelerated: %s; its connections stay on TCP "
+				"(its peers under shunt say no-peer-shim)\n",
+				cmd[0], why);
+	}
 
 	fflush(stdout);
 	execvp(cmd[0], cmd);
