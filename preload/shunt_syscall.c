@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -39,13 +38,65 @@ static inline int known(long fd)
 
 #define P(x) ((void *)(x))
 
-SHUNT_EXPORT long syscall(long n, ...)
+/* syscall() is variadic, but every Linux ABI shunt builds for (x86-64,
+ * arm64) passes a variadic call's integer arguments exactly as a fixed
+ * one's, so the export takes the number and six longs as parameters, as
+ * libc's own syscall() reads them: no va_list to build on every call.
+ * (A different C name for the symbol: <unistd.h> declares syscall
+ * variadic.) */
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "syscall() is read as seven longs: check this ABI's variadic calls"
+#endif
+SHUNT_EXPORT long shunt_syscall(long n, long a, long b, long c, long d, long e,
+				long f) __asm__("syscall");
+
+/* The numbers the switch below serves (tests/check_syscall_table.sh keeps
+ * the two lists equal).  Every other number costs a table load and goes on
+ * to libc's syscall() as a tail call. */
+#define SHUNT_SYSCALL_MAX 512
+static const unsigned char served[SHUNT_SYSCALL_MAX] = {
+	[SYS_read] = 1, [SYS_write] = 1, [SYS_readv] = 1, [SYS_writev] = 1,
+	[SYS_recvfrom] = 1, [SYS_sendto] = 1, [SYS_recvmsg] = 1, [SYS_sendmsg] = 1,
+	[SYS_recvmmsg] = 1, [SYS_sendmmsg] = 1, [SYS_preadv2] = 1, [SYS_pwritev2] = 1,
+	[SYS_sendfile] = 1, [SYS_splice] = 1, [SYS_shutdown] = 1, [SYS_ioctl] = 1,
+	[SYS_fcntl] = 1, [SYS_setsockopt] = 1, [SYS_getsockopt] = 1, [SYS_close] = 1,
+	[SYS_close_range] = 1, [SYS_dup] = 1,
+#ifdef SYS_dup2
+	[SYS_dup2] = 1,
+#endif
+	[SYS_dup3] = 1, [SYS_socket] = 1, [SYS_listen] = 1, [SYS_connect] = 1,
+	[SYS_accept] = 1, [SYS_accept4] = 1, [SYS_epoll_create1] = 1,
+#ifdef SYS_epoll_create
+	[SYS_epoll_create] = 1,
+#endif
+	[SYS_epoll_ctl] = 1,
+#ifdef SYS_poll
+	[SYS_poll] = 1,
+#endif
+	[SYS_ppoll] = 1,
+#ifdef SYS_select
+	[SYS_select] = 1,
+#endif
+	[SYS_pselect6] = 1,
+#ifdef SYS_epoll_wait
+	[SYS_epoll_wait] = 1,
+#endif
+	[SYS_epoll_pwait] = 1, [SYS_epoll_pwait2] = 1, [SYS_execve] = 1, [SYS_execveat] = 1,
+	[SYS_io_uring_setup] = 1, [SYS_io_uring_enter] = 1, [SYS_io_uring_register] = 1,
+};
+
+static long serve(long n, long a, long b, long c, long d, long e, long f);
+
+SHUNT_EXPORT long shunt_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
-	va_list ap;
-	va_start(ap, n);
-	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
-	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
-	va_end(ap);
+	if (likely((unsigned long)n >= SHUNT_SYSCALL_MAX || !served[n]))
+		return REAL(syscall)(n, a, b, c, d, e, f);
+	return serve(n, a, b, c, d, e, f);
+}
+
+__attribute__((noinline)) static long serve(long n, long a, long b, long c, long d, long e,
+					    long f)
+{
 	switch (n) {
 	case SYS_read:
 		if (accel(a))
