@@ -103,9 +103,10 @@ void shunt_uring_seen(const char *how)
 	    __atomic_exchange_n(&state, URING_SEEN, __ATOMIC_ACQ_REL) == URING_SEEN)
 		return;
 	int saved = errno;
-	SHUNT_INFO("%s: io_uring reads and writes sockets past shunt, so this process's "
-		   "connections stay on TCP (io-uring)",
-		   how);
+	if (shunt_config()->enabled)
+		SHUNT_INFO("%s: io_uring reads and writes sockets past shunt, so this "
+			   "process's connections stay on TCP (io-uring)",
+			   how);
 	if (shunt_any_accel())
 		shunt_fd_foreach(SHUNT_FD_ACCEL, demote_one, NULL);
 	shunt_listen_withdraw();
