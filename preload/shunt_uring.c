@@ -3,7 +3,9 @@
  * a ring it creates is seen only here: the process is marked as an io_uring
  * user (core/shunt_uring.h) before the ring exists, then liburing's own
  * function runs.  Only the calls that create a ring or drive one shunt did
- * not see created; io_uring_get_probe's ring lives inside the call.  These
+ * not see created (io_uring_queue_init_mem from liburing 2.5, for programs
+ * built against a newer one); io_uring_get_probe's ring lives inside the
+ * call.  These
  * names carry liburing's version nodes (preload/interposed.txt), so they
  * interpose only programs linked against liburing; a static liburing is
  * found by the descriptor scan at the first decision. */
@@ -32,6 +34,9 @@ static void *next(void **slot, const char *name)
 	X(io_uring_queue_init_params, (unsigned entries, void *ring, void *p),       \
 	  (entries, ring, p))                                                        \
 	X(io_uring_queue_mmap, (int fd, void *p, void *ring), (fd, p, ring))         \
+	X(io_uring_queue_init_mem, (unsigned entries, void *ring, void *p, void *buf, \
+				    unsigned long size),                              \
+	  (entries, ring, p, buf, size))                                             \
 	X(io_uring_setup, (unsigned entries, void *p), (entries, p))                 \
 	X(io_uring_enter, (unsigned fd, unsigned sub, unsigned wait, unsigned fl,    \
 			   void *sig),                                               \
