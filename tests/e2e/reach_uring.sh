@@ -87,6 +87,19 @@ assert_kernel_conns echo_server server 1 no-peer-shim
 assert_log_lacks 'offer-timeout'
 assert_same_file "$TMP/ref-client/client.out" "$PDIR/client.out" "uring_echo client output, plain vs shunt"
 
+# A ring made by a bare syscall instruction before the socket: only its
+# descriptor tells (the scan at the first decision); decided onto TCP.
+if [[ $(uname -m) == x86_64 ]]; then
+	shm_phase server-raw shunt
+	SMODE=shunt uring_server raw
+	check_logs
+	assert_kernel_conns uring_echo server 1 io-uring
+	assert_kernel_conns echo_client client 1 no-peer-shim
+	assert_log_has 'uring_echo: info: an io_uring descriptor is open: .*\(io-uring\)$'
+	assert_log_lacks 'offer-timeout'
+	assert_same_file "$TMP/ref-server/client.out" "$PDIR/client.out" "echo_client output, plain vs raw-ring server"
+fi
+
 # The ring made once the connection is on shm: demoted before the ring
 # exists, the peer follows.
 shm_phase server-after shunt
