@@ -11,7 +11,8 @@
 #    the kernel's (a plain run): data by number, an offset on a socket
 #    (ESPIPE, EINVAL), empty reads, errno of other numbers, RWF_NOWAIT
 #    (the connection moves to TCP, reason unsupported, and gives the
-#    kernel's answer), close by number (the peer reads EOF).
+#    kernel's answer), close by number (the peer reads EOF), sendmmsg/recvmmsg,
+#    ppoll and FIONREAD by number.
 #    Without shunt's syscall() the first read by number finds the kernel
 #    socket empty and waits for ever.
 source "$(dirname "$0")/lib_shm.sh"

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -100,6 +102,27 @@ int main(int argc, char **argv)
 		got += (size_t)r;
 	b[5] = 0;
 	say("sys-preadv2", (long)got, b);
+
+	/* Several messages by number; a wait and the byte count by number. */
+	struct iovec m1 = {"abc", 3}, m2 = {"def", 3};
+	struct mmsghdr mm[2] = {{.msg_hdr = {.msg_iov = &m1, .msg_iovlen = 1}},
+				{.msg_hdr = {.msg_iov = &m2, .msg_iovlen = 1}}};
+	say("sendmmsg", syscall(SYS_sendmmsg, c, mm, 2, MSG_NOSIGNAL), NULL);
+	struct iovec mr = {b, 6};
+	struct mmsghdr rm = {.msg_hdr = {.msg_iov = &mr, .msg_iovlen = 1}};
+	r = syscall(SYS_recvmmsg, s, &rm, 1, MSG_WAITALL, NULL);
+	b[r == 1 ? rm.msg_len : 0] = 0;
+	say("recvmmsg", r, b);
+	say("write4", syscall(SYS_write, s, "wxyz", 4), NULL);
+	struct pollfd pf = {.fd = c, .events = POLLIN};
+	r = syscall(SYS_ppoll, &pf, 1, NULL, NULL, 8);
+	say("ppoll", r, pf.revents == POLLIN ? "POLLIN" : "other");
+	int avail = -1;
+	r = syscall(SYS_ioctl, c, FIONREAD, &avail);
+	snprintf(b, sizeof b, "%d", avail);
+	say("fionread", r, b);
+	sys_read_full(c, b, 4);
+	say("read4", 4, b);
 
 	/* An offset on a socket: the kernel refuses before a byte moves. */
 	say("pread", pread(s, b, 5, 0), NULL);
