@@ -13,7 +13,7 @@
 
 static long sys_bpf(int cmd, union bpf_attr *a)
 {
-	return syscall(__NR_bpf, cmd, a, sizeof *a);
+	return REAL(syscall)(__NR_bpf, cmd, a, sizeof *a);
 }
 
 int shunt_sm_obj_get(const char *dir, const char *name, unsigned flags)
