@@ -47,7 +47,9 @@ want=$(printf '%s\n' \
 	"rundir = $tmp/run # SHUNT_RUNDIR" \
 	'shm_group = "" # default' \
 	"spin_us = 5 # $tmp/shunt.conf:2" \
+	"spin_max_us = 100 # default" \
 	"ring_size = 128k # SHUNT_RING_SIZE" \
+	"cma_min = 0 # default" \
 	"fabric_provider = auto # default" \
 	"fabric_load_wait_ms = 0 # default" \
 	"agent_port = 7476 # default" \
@@ -57,7 +59,10 @@ want=$(printf '%s\n' \
 	'agent_secret_file = "" # default' \
 	"agent_cache_s = 30 # default" \
 	"agent_timeout_ms = 250 # default" \
-	'countersign_key_file = "" # default')
+	'countersign_key_file = "" # default' \
+	"sockmap = off # default" \
+	'sockmap_cgroup = "" # default' \
+	"sockmap_pin = /sys/fs/bpf/shunt # default")
 got=$(grep -v '^#' "$tmp/show" | grep -v '^rule ' | sed 's/  *#/ #/')
 [[ "$got" == "$want" ]] || fail "config --show keys:
 $got
