@@ -484,7 +484,7 @@ def t_fork():
     names = re.findall(r"^lock (\S+): child ok transport=(\S+)", out, re.M)
     want = {"shunt_registry.c:reg_mu", "shunt_rendezvous.c:route_mu", "shm_arena.c:arena_mu",
             "shm_wake.c:wpool_mu", "shm_conn.c:pool.mu", "shunt_spill.c:pool.mu",
-            "fab_prov.c:mu", "fab_watch.c:mu", "fab_offer.c:offers_mu", "fab_conn.c:bufs_mu",
+            "fab_prov.c:mu", "fab_watch.c:mu", "fab_pending.c:offers_mu", "fab_conn.c:bufs_mu",
             "fab_conn.c:pool.mu", "fab_rdv.c:cache_lock", "fab_rdv.c:kept_lock"}
     got = {n for n, _ in names}
     check(want <= got, f"locks not tried: {sorted(want - got)}")
