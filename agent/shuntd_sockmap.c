@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <mntent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,23 +62,6 @@ static int libbpf_say(enum libbpf_print_level level, const char *fmt, va_list ap
 			shuntd_log("libbpf: %s", line);
 	}
 	return 0;
-}
-
-/* The first cgroup2 mount: the root of the cgroup v2 hierarchy. */
-static int cgroup2_root(char *buf, size_t len)
-{
-	FILE *f = setmntent("/proc/self/mounts", "re");
-	if (!f)
-		return -1;
-	struct mntent *m;
-	int rc = -1;
-	while ((m = getmntent(f)))
-		if (!strcmp(m->mnt_type, "cgroup2")) {
-			rc = snprintf(buf, len, "%s", m->mnt_dir) >= (int)len ? -1 : 0;
-			break;
-		}
-	endmntent(f);
-	return rc;
 }
 
 /* Fill the rodata's rules from the configuration's: the sockops program
@@ -152,7 +134,7 @@ int sockmap_start(const struct shunt_config *cfg, char *err, size_t errlen)
 		return -1;
 	if (cfg->sockmap_cgroup[0])
 		snprintf(cgroup_path, sizeof cgroup_path, "%s", cfg->sockmap_cgroup);
-	else if (cgroup2_root(cgroup_path, sizeof cgroup_path) < 0) {
+	else if (shunt_sm_cgroup2_root(cgroup_path, sizeof cgroup_path) < 0) {
 		snprintf(err, errlen, "sockmap: no cgroup v2 hierarchy is mounted (sockmap_cgroup)");
 		return -1;
 	}

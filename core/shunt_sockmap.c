@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <mntent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -145,4 +146,20 @@ int shunt_sm_probe(char *why, size_t len)
 		snprintf(why, len, "making a sockhash failed: %s", strerror(e));
 	errno = e;
 	return e == EPERM || e == EACCES ? -1 : 0;
+}
+
+int shunt_sm_cgroup2_root(char *buf, size_t len)
+{
+	FILE *f = setmntent("/proc/self/mounts", "re");
+	if (!f)
+		return -1;
+	struct mntent *m;
+	int rc = -1;
+	while ((m = getmntent(f)))
+		if (!strcmp(m->mnt_type, "cgroup2")) {
+			rc = snprintf(buf, len, "%s", m->mnt_dir) >= (int)len ? -1 : 0;
+			break;
+		}
+	endmntent(f);
+	return rc;
 }

@@ -29,6 +29,10 @@ int shunt_sm_attached(const char *dir);
  * privilege); why says it. */
 int shunt_sm_probe(char *why, size_t len);
 
+/* The first cgroup2 mount (the root of the cgroup v2 hierarchy, where the
+ * path attaches by default) into buf.  0, or -1 when none or too long. */
+int shunt_sm_cgroup2_root(char *buf, size_t len);
+
 #ifndef SHUNT_NO_INTERPOSE
 /* The shim: keep socket fd (a client about to connect) off the sockmap
  * path, when a shuntd runs it (a connection offered to shm).  Costs two

@@ -8,7 +8,6 @@
  * caller).  Needs root; otherwise the column is left out, and says why. */
 #include <errno.h>
 #include <fcntl.h>
-#include <mntent.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,23 +17,8 @@
 #include <unistd.h>
 
 #include "shunt_bench.h"
+#include "core/shunt_sockmap.h"
 #include "shunt_child.h"
-
-static int cgroup2_root(char *buf, size_t len)
-{
-	FILE *f = setmntent("/proc/self/mounts", "re");
-	if (!f)
-		return -1;
-	struct mntent *m;
-	int rc = -1;
-	while ((m = getmntent(f)))
-		if (!strcmp(m->mnt_type, "cgroup2")) {
-			rc = snprintf(buf, len, "%s", m->mnt_dir) >= (int)len ? -1 : 0;
-			break;
-		}
-	endmntent(f);
-	return rc;
-}
 
 int bench_sockmap_up(struct bench *b)
 {
@@ -45,7 +29,7 @@ int bench_sockmap_up(struct bench *b)
 		snprintf(why, wl, "left out: needs root (BPF programs, a cgroup)");
 		return -1;
 	}
-	if (cgroup2_root(root, sizeof root) < 0) {
+	if (shunt_sm_cgroup2_root(root, sizeof root) < 0) {
 		snprintf(why, wl, "left out: no cgroup v2 hierarchy mounted");
 		return -1;
 	}
