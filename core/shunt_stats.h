@@ -14,7 +14,10 @@
  * shunt_stats_read.c is the reader.
  *
  * Version 3 added the ring memory fields in what was padding before the
- * slots: a version-2 file has the same layout, with them 0. */
+ * slots: a version-2 file has the same layout, with them 0.  Version 4
+ * counts 64 fallback reasons (32 before: the reason codes outgrew them),
+ * so its slots start further on; the reader takes both layouts
+ * (shunt_stats_read.c). */
 #ifndef SHUNT_STATS_H
 #define SHUNT_STATS_H
 
@@ -22,11 +25,12 @@
 #include <sys/socket.h>
 
 #define SHUNT_STATS_MAGIC 0x54415453u /* "STAT" */
-#define SHUNT_STATS_VERSION 3u
+#define SHUNT_STATS_VERSION 4u
 #define SHUNT_STATS_VERSION_MIN 2u /* the oldest a reader takes */
 #define SHUNT_STATS_VERSION_RINGS 3u /* the first with ring_reserved, ring_mapped */
+#define SHUNT_STATS_VERSION_REASONS64 4u /* the first with 64 reasons */
 #define SHUNT_STATS_SLOTS 4096u
-#define SHUNT_STATS_REASONS 32u
+#define SHUNT_STATS_REASONS 64u
 #define SHUNT_STATS_TRANSPORTS 4u /* indexed by enum shunt_transport */
 
 struct shunt_stat_slot {
@@ -76,8 +80,7 @@ struct shunt_stats_file {
 	uint64_t ring_reserved, ring_mapped;
 	struct shunt_stat_slot slots[] __attribute__((aligned(64)));
 };
-/* Version 2 readers and files: the slots where they were. */
-_Static_assert(__builtin_offsetof(struct shunt_stats_file, slots) == 576,
+_Static_assert(__builtin_offsetof(struct shunt_stats_file, slots) == 832,
 	       "the slots moved: a new layout needs a new version and a reader of both");
 
 /* Counters are written by their own process only: relaxed single-copy

@@ -286,25 +286,78 @@ static void find_locals(struct shunt_proc_snap *p)
 	free(w);
 }
 
-/* Reads one mapped file into p (p->conns has room for nslots). */
-static int read_file(const struct shunt_stats_file *f, size_t size, struct shunt_proc_snap *p,
-		     size_t room)
+/* The layout of versions 2 and 3 (a library of before version 4 may still
+ * run): 32 reasons, the slots at 576.  The fields up to conns are where
+ * version 4 has them. */
+#define V3_REASONS 32u
+struct stats_file_v3 {
+	uint32_t magic, version;
+	int32_t pid;
+	uint32_t uid;
+	char prog[64];
+	uint64_t start_ns;
+	uint32_t nslots, slot_size;
+	uint64_t conns[SHUNT_STATS_TRANSPORTS];
+	uint64_t fallbacks[V3_REASONS];
+	struct shunt_stat_sum closed[SHUNT_STATS_TRANSPORTS];
+	uint64_t ring_reserved, ring_mapped;
+	struct shunt_stat_slot slots[] __attribute__((aligned(64)));
+};
+_Static_assert(offsetof(struct stats_file_v3, slots) == 576, "version 3's slots");
+_Static_assert(offsetof(struct stats_file_v3, fallbacks) ==
+		       offsetof(struct shunt_stats_file, fallbacks),
+	       "the fields before the reasons are shared");
+
+/* The header of f, whatever its version, into p->hdr; its slots, or NULL
+ * when f is not a file this reader takes. */
+static const struct shunt_stat_slot *read_header(const void *f, size_t size,
+						 struct shunt_proc_snap *p)
 {
-	size_t hdr = offsetof(struct shunt_stats_file, slots);
-	if (size < hdr || f->magic != SHUNT_STATS_MAGIC || f->version < SHUNT_STATS_VERSION_MIN ||
-	    f->version > SHUNT_STATS_VERSION ||
-	    f->slot_size != sizeof(struct shunt_stat_slot) ||
-	    (size - hdr) / sizeof(struct shunt_stat_slot) < f->nslots)
+	const struct shunt_stats_file *n = f;
+	size_t hdr;
+	if (size < offsetof(struct stats_file_v3, slots) || n->magic != SHUNT_STATS_MAGIC ||
+	    n->version < SHUNT_STATS_VERSION_MIN || n->version > SHUNT_STATS_VERSION ||
+	    n->slot_size != sizeof(struct shunt_stat_slot))
+		return NULL;
+	const struct shunt_stat_slot *slots;
+	if (n->version >= SHUNT_STATS_VERSION_REASONS64) {
+		hdr = offsetof(struct shunt_stats_file, slots);
+		if (size < hdr)
+			return NULL;
+		copy_words(&p->hdr, n, hdr);
+		slots = n->slots;
+	} else {
+		const struct stats_file_v3 *o = f;
+		struct stats_file_v3 h;
+		hdr = offsetof(struct stats_file_v3, slots);
+		copy_words(&h, o, hdr);
+		memset(&p->hdr, 0, offsetof(struct shunt_stats_file, slots));
+		memcpy(&p->hdr, &h, offsetof(struct stats_file_v3, fallbacks));
+		memcpy(p->hdr.fallbacks, h.fallbacks, sizeof h.fallbacks);
+		memcpy(p->hdr.closed, h.closed, sizeof h.closed);
+		p->hdr.ring_reserved = h.ring_reserved;
+		p->hdr.ring_mapped = h.ring_mapped;
+		slots = o->slots;
+	}
+	if ((size - hdr) / sizeof(struct shunt_stat_slot) < p->hdr.nslots)
+		return NULL;
+	return slots;
+}
+
+/* Reads one mapped file into p (p->conns has room for nslots). */
+static int read_file(const void *f, size_t size, struct shunt_proc_snap *p, size_t room)
+{
+	const struct shunt_stat_slot *slots = read_header(f, size, p);
+	if (!slots)
 		return -1;
-	copy_words(&p->hdr, f, hdr);
 	p->hdr.prog[sizeof p->hdr.prog - 1] = 0;
 	p->nconns = 0;
-	unsigned n = f->nslots;
+	unsigned n = p->hdr.nslots;
 	for (unsigned i = 0; i < n && p->nconns < room; i++) {
-		if (!__atomic_load_n(&f->slots[i].used, __ATOMIC_RELAXED))
+		if (!__atomic_load_n(&slots[i].used, __ATOMIC_RELAXED))
 			continue;
 		struct shunt_conn_snap *c = &p->conns[p->nconns];
-		if (copy_slot(&f->slots[i], &c->s)) {
+		if (copy_slot(&slots[i], &c->s)) {
 			c->slot = i;
 			p->nconns++;
 		}

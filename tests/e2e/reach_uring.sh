@@ -75,6 +75,8 @@ assert_kernel_conns echo_client client 1 no-peer-shim
 assert_log_has 'uring_echo: info: liburing.s io_uring_queue_init.*\(io-uring\)$'
 assert_log_lacks 'offer-timeout'
 assert_log_lacks 'uring_echo: debug: listen fd=[0-9]+ registered'
+# The process's counters (what shunt stat reads) say it too.
+assert_log_has 'uring_echo: info: summary: connections shm=0 fabric=0 kernel=1 .* fallbacks io-uring=1$'
 assert_same_file "$TMP/ref-server/client.out" "$PDIR/client.out" "echo_client output, plain vs shunt server"
 
 shm_phase client-first shunt
@@ -107,6 +109,7 @@ assert_conns shm uring_echo server 1
 assert_conns shm echo_client client 1
 assert_log_count "uring_echo$(moved_re shm io-uring)" 1
 assert_log_count "echo_client$(moved_re shm peer-demoted)" 1
+assert_log_has 'uring_echo: info: summary: .* fallbacks io-uring=1$'
 assert_log_lacks 'offer-timeout'
 assert_same_file "$TMP/ref-server/client.out" "$PDIR/client.out" "echo_client output, plain vs demoted server"
 

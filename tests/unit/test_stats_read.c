@@ -62,10 +62,30 @@ static struct shunt_stats_file *make(int pid, int lock, int *fd, uint32_t versio
 	return f;
 }
 
+/* Versions 2 and 3 (libraries before version 4): 32 reasons, the slots
+ * at 576; what a file of theirs holds where they put it. */
+struct v3_tail {
+	uint64_t fallbacks[32];
+	struct shunt_stat_sum closed[SHUNT_STATS_TRANSPORTS];
+	uint64_t ring_reserved, ring_mapped;
+};
+
+static struct v3_tail *v3_tail(struct shunt_stats_file *f)
+{
+	return (struct v3_tail *)((char *)f + offsetof(struct shunt_stats_file, fallbacks));
+}
+
+static struct shunt_stat_slot *slot_of(struct shunt_stats_file *f, unsigned i)
+{
+	if (f->version >= SHUNT_STATS_VERSION_REASONS64)
+		return &f->slots[i];
+	return (struct shunt_stat_slot *)((char *)f + 576) + i;
+}
+
 static void conn(struct shunt_stats_file *f, unsigned i, int tp, int reason, uint64_t in,
 		 uint64_t out)
 {
-	struct shunt_stat_slot *s = &f->slots[i];
+	struct shunt_stat_slot *s = slot_of(f, i);
 	s->used = 1;
 	s->gen = 2;
 	s->fd = 10 + (int)i;
@@ -198,6 +218,46 @@ Test(stats_read, ring_memory_and_the_versions_read)
 	close(fb);
 	close(fc);
 	close(fd);
+}
+
+static int grab(const struct shunt_proc_snap *p, void *arg)
+{
+	struct shunt_proc_snap *out = arg;
+	out[p->hdr.pid == 62] = *p;
+	out[p->hdr.pid == 62].conns = NULL;
+	return 0;
+}
+
+Test(stats_read, version_3_files_and_reasons_past_32)
+{
+	int fa, fb;
+	/* A library of version 3 still running: its reasons, closed totals and
+	 * ring figures where it put them, a connection in its slots. */
+	struct shunt_stats_file *a = make(61, 1, &fa, 3);
+	v3_tail(a)->fallbacks[5] = 2;
+	v3_tail(a)->closed[SHUNT_TP_SHM].conns = 4;
+	v3_tail(a)->ring_reserved = 11;
+	v3_tail(a)->ring_mapped = 12;
+	conn(a, 2, SHUNT_TP_KERNEL, 5, 7, 6);
+	/* This version: a reason numbered past 32 is counted. */
+	struct shunt_stats_file *b = make(62, 1, &fb, SHUNT_STATS_VERSION);
+	b->fallbacks[40] = 3;
+	b->closed[SHUNT_TP_SHM].conns = 9;
+	struct shunt_proc_snap got[2];
+	memset(got, 0, sizeof got);
+	cr_assert_eq(shunt_stats_scan(dir, 0, grab, got, NULL), 2);
+	cr_assert_eq(got[0].hdr.pid, 61);
+	cr_assert_eq(got[0].hdr.fallbacks[5], 2);
+	cr_assert_eq(got[0].hdr.fallbacks[32], 0);
+	cr_assert_eq(got[0].hdr.closed[SHUNT_TP_SHM].conns, 4);
+	cr_assert_eq(got[0].hdr.ring_reserved, 11);
+	cr_assert_eq(got[0].hdr.ring_mapped, 12);
+	cr_assert_eq(got[0].nconns, 1);
+	cr_assert_eq(got[1].hdr.pid, 62);
+	cr_assert_eq(got[1].hdr.fallbacks[40], 3);
+	cr_assert_eq(got[1].hdr.closed[SHUNT_TP_SHM].conns, 9);
+	close(fa);
+	close(fb);
 }
 
 Test(stats_read, a_file_in_creation_is_left_alone)
