@@ -15,7 +15,8 @@ cpus=$(nproc)
 # Pinning goes through taskset, a Debian binary, which cannot load a
 # sanitizer build of the library (label san): there the pinned cases run
 # where the scheduler puts them, the shapes and checks unchanged.
-if nm -D --undefined-only "$SHUNT_LIB" 2>/dev/null | grep -q ' __asan_'; then
+# (No grep -q on the pipe: under pipefail nm's SIGPIPE would fail it.)
+if [[ $(nm -D --undefined-only "$SHUNT_LIB" 2>/dev/null) == *" __asan_"* ]]; then
 	cpus=1
 fi
 # name size think pin iters
