@@ -600,7 +600,9 @@ static int any_ready(void *arg)
 	struct epset *s = arg;
 	for (int i = 0; i < s->n; i++) {
 		struct item *it = &s->items[i];
-		if (!it->disabled && !it->parked && !it->c->finished && item_ready(it, 0))
+		/* Finished (here or before): collect() converts it. */
+		if (!it->disabled && !it->parked &&
+		    (it->c->finished || item_ready(it, 0) || it->c->finished))
 			return 1;
 	}
 	return 0;
@@ -933,7 +935,12 @@ static int arm_items(struct epset *s, struct armed_item *armed, int n, int *ms)
 		armed[i].c = it->c;
 		armed[i].ev = it->disabled || it->parked ? 0 : to_poll(it->events);
 		it->c->ops->wait->arm(it->c, armed[i].ev, two, ms);
-		if (!again && armed[i].ev && !it->c->finished && item_ready(it, 0))
+		/* A look may finish the connection (a demotion's last ring
+		 * byte read): its socket is still registered for shunt's
+		 * wakes alone, so only a collect() (which converts it) may
+		 * follow, not a sleep. */
+		if (!again && armed[i].ev &&
+		    (it->c->finished || item_ready(it, 0) || it->c->finished))
 			again = 1;
 	}
 	return again;
