@@ -34,6 +34,10 @@
 #include "core/shunt_rendezvous.h"
 #include "core/shunt_wait.h"
 
+/* How long a send after the peer's CLOSE waits for its FIN (which its
+ * close sends right after). */
+#define FIN_WAIT_MS 200
+
 static inline int state_of(struct fab_conn *c)
 {
 	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
@@ -270,7 +274,20 @@ ssize_t fab_sendmsg(struct shunt_conn *b, const struct msghdr *m, int flags)
 		}
 		if (c->peer_closed) {
 			fab_unlock(c);
-			return done ? (ssize_t)done : shunt_broken_pipe(flags);
+			if (done)
+				return (ssize_t)done;
+			/* The kernel's answer, as on shm: it takes the first
+			 * send after the peer's close (answered with RST) and
+			 * fails the next with EPIPE, SIGPIPE unless
+			 * MSG_NOSIGNAL.  Nobody reads the ring any more.  The
+			 * peer's FIN follows its CLOSE at once: the socket
+			 * must have it first, or the RST finds it established
+			 * and the next send says ECONNRESET, not EPIPE. */
+			if (!c->base.tcp_eof) {
+				struct pollfd p = {c->base.fd, POLLRDHUP, 0};
+				REAL(poll)(&p, 1, FIN_WAIT_MS);
+			}
+			return REAL(sendmsg)(c->base.fd, m, flags);
 		}
 		uint64_t space = fab_tx_room(c->ring, c->tx_head, c->tx_acked);
 		size_t n = total - done < space ? total - done : (size_t)space;
@@ -433,6 +450,10 @@ int fab_arm(struct shunt_conn *b, short events, struct pollfd out[], int *timeou
 	/* The exchange is short and moves at each look: look often (epoll
 	 * registers the socket for input only). */
 	int limit = st == FAB_DEMOTING ? 10 : -1;
+	/* Demoted with ring bytes left for the application: the socket
+	 * answers for writing, but epoll registered it for input only. */
+	if (st == FAB_DEMOTED && tx)
+		limit = 10;
 	if (st == FAB_OFFERED || st == FAB_ACCEPTING) {
 		/* The passive thread kicks us when the connection is up; the
 		 * offer's deadline is ours to watch. */

@@ -6,6 +6,9 @@
 #            redis-cli (--pipe of random values, a 300 kB binary value,
 #            MGET read back and compared) on A
 #   iperf3   iperf3 -s on B, iperf3 -c on A, -P 2 and -R; both reports agree
+#   closed   tests/progs/peer_closed_send: B sends after A's close; the
+#            kernel's answers (first send taken, then EPIPE and SIGPIPE),
+#            line for line as plain
 # Every connection on fabric at both ends (conn lines), none moved to TCP.
 source "$(dirname "$0")/lib_fabric.sh"
 
@@ -124,6 +127,35 @@ t_iperf3() {
 	assert_log_lacks "$(moved_re fabric)"
 }
 
+# closed_run PHASE MODE: one peer_closed_send pair, B's lines in $PDIR/sender.out.
+closed_run() {
+	fab_phase "$1" "$2"
+	if [[ $2 == shunt ]]; then
+		agent_on A
+		agent_on B
+	fi
+	on_bg B sender "$PROGS/peer_closed_send" --serve "$ADDR_B" "$PDIR/port"
+	local spid=$BG_PID
+	wait_file "$PDIR/port" "$spid"
+	on_run A "$PROGS/peer_closed_send" --close "$ADDR_B" "$(port_of)" >"$PDIR/closer.out" 2>&1 ||
+		die "closer failed ($1): $(cat "$PDIR/closer.out")"
+	wait_exit "$spid" 30 || die "sender failed ($1): $(cat "$PDIR/sender.out")"
+}
+
+t_closed() {
+	fab_hosts
+	closed_run closed-plain plain
+	cp "$PDIR/sender.out" "$TMP/closed-plain.out"
+	closed_run closed-shunt shunt
+	grep -q "^first send: 5 ok sigpipe=0$" "$PDIR/sender.out" || die "first send not accepted: $(cat "$PDIR/sender.out")"
+	assert_same_file "$TMP/closed-plain.out" "$PDIR/sender.out" "sends after the peer's close, plain vs fabric"
+	check_logs
+	assert_conns fabric peer_closed_send client 1
+	assert_conns fabric peer_closed_send server 1
+	note "sends after the peer's close: as the kernel answers them, over fabric"
+}
+
 subtest redis t_redis
 subtest iperf3 t_iperf3
+subtest closed t_closed
 finish_subtests

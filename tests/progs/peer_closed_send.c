@@ -5,14 +5,19 @@
  * NetworkConnectionBehaviourTest.testOutsideTimeout sends after its client
  * gave up.)
  *
- * Both ends in this process; every line it prints is the same plainly and
- * under shunt, so the two runs are compared line by line.  Waits for events
+ * Both ends in this process, or on two hosts: "--serve HOST PORTFILE" is
+ * the end that sends after the close, "--close HOST PORT" the one that
+ * closes.  Every line it prints is the same plainly and under shunt, so
+ * the two runs are compared line by line.  Waits for events
  * (EOF, the RST's TCP_CLOSE state), bounded by the watchdog. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -50,25 +55,31 @@ static void wait_closed(int fd)
 	}
 }
 
-int main(int argc, char **argv)
+/* The closing end: bytes both ways, then its close. */
+static void closer(int c)
 {
-	prog_name = "peer_closed_send";
-	const char *host = argc > 1 ? argv[1] : "127.0.0.1";
-	watchdog(30);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_pipe;
-	sigaction(SIGPIPE, &sa, NULL);
-
-	int c, s;
-	tcp_pair(host, &c, &s);
-	/* Some bytes both ways first, so the connection is in use. */
-	if (write_full(c, "hello", 5) != 5 || write_full(s, "world", 5) != 5)
-		fail_errno("write");
 	char b[16];
-	if (read_full(s, b, 5) != 5 || read_full(c, b, 5) != 5)
+	if (write_full(c, "hello", 5) != 5)
+		fail_errno("write");
+	if (read_full(c, b, 5) != 5)
 		fail_errno("read");
 	close(c);
+}
+
+static void *closer_thread(void *arg)
+{
+	closer((int)(intptr_t)arg);
+	return NULL;
+}
+
+/* The end that sends after the peer's close. */
+static void sender(int s)
+{
+	char b[16];
+	if (write_full(s, "world", 5) != 5)
+		fail_errno("write");
+	if (read_full(s, b, 5) != 5)
+		fail_errno("read");
 	ssize_t r = read(s, b, sizeof b);
 	report("read after the peer's close", r);
 	/* Accepted: the kernel takes it, the peer's kernel resets. */
@@ -82,5 +93,41 @@ int main(int argc, char **argv)
 	r = write(s, "again", 5);
 	report("write", r);
 	close(s);
+}
+
+int main(int argc, char **argv)
+{
+	prog_name = "peer_closed_send";
+	watchdog(30);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_pipe;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	if (argc == 4 && strcmp(argv[1], "--serve") == 0) {
+		int port, l = tcp_listen(argv[2], 0, 1, &port);
+		FILE *f = fopen(argv[3], "w");
+		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0)
+			fail_errno("%s", argv[3]);
+		int s = accept(l, NULL, NULL);
+		if (s < 0)
+			fail_errno("accept");
+		close(l);
+		sender(s);
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "--close") == 0) {
+		closer(tcp_connect(argv[2], atoi(argv[3])));
+		printf("closed\n");
+		return 0;
+	}
+	const char *host = argc > 1 ? argv[1] : "127.0.0.1";
+	int c, s;
+	tcp_pair(host, &c, &s);
+	pthread_t t;
+	if (pthread_create(&t, NULL, closer_thread, (void *)(intptr_t)c) != 0)
+		fail("pthread_create");
+	sender(s);
+	pthread_join(t, NULL);
 	return 0;
 }
