@@ -27,8 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 struct conn {
 	int idx;
@@ -172,6 +175,26 @@ static void on_ready(void *arg, uint32_t tag, int in, int out, int err)
 		pump_rx(c, 0);
 }
 
+/* What each open connection had done when the waits stopped: for the
+ * test's report, to tell a lost wakeup from a peer that stopped. */
+static void report_stall(void)
+{
+	for (int i = 0; i < nconns; i++) {
+		struct conn *c = &conns[i];
+		if (c->fd < 0 || c->finished)
+			continue;
+		struct pollfd p = {c->fd, POLLIN | POLLOUT, 0};
+		int unread = -1, unsent = -1;
+		poll(&p, 1, 0);
+		ioctl(c->fd, FIONREAD, &unread);
+		ioctl(c->fd, SIOCOUTQ, &unsent);
+		fprintf(stdout, "stall: conn %d fd %d tx %llu%s rx %llu%s revents 0x%x unread %d unsent %d\n",
+			c->idx, c->fd, (unsigned long long)c->tx, c->tx_done ? " (done)" : "",
+			(unsigned long long)c->rx, c->rx_done ? " (done)" : "", p.revents, unread,
+			unsent);
+	}
+}
+
 static void run_events(void)
 {
 	struct waiter *w = waiter_new(wait_mode, 65536);
@@ -183,9 +206,11 @@ static void run_events(void)
 	active = nconns;
 	while (active > 0) {
 		int n = waiter_wait(w, 10000, on_ready, NULL);
-		if (n == 0)
+		if (n == 0) {
+			report_stall();
 			fail("%s: no progress for 10 s (%d connections open)",
 			     wait_mode_name(wait_mode), active);
+		}
 		for (int i = 0; i < nconns; i++) {
 			struct conn *c = &conns[i];
 			if (c->fd < 0 || c->finished)

@@ -26,8 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #define BUFSZ (256 * 1024)
 
@@ -242,6 +245,26 @@ static void do_accepts(void)
 	}
 }
 
+/* Each connection's state after a long quiet wait, on stdout (the test
+ * prints it when the run fails). */
+static void report_stall(void)
+{
+	for (int fd = 0; fd <= maxfd; fd++) {
+		struct conn *c = conns[fd];
+		if (!c)
+			continue;
+		struct pollfd p = {fd, POLLIN | POLLOUT, 0};
+		int unread = -1, unsent = -1;
+		poll(&p, 1, 0);
+		ioctl(fd, FIONREAD, &unread);
+		ioctl(fd, SIOCOUTQ, &unsent);
+		fprintf(stdout, "stall: fd %d total %llu buffered %zu%s%s%s revents 0x%x unread %d unsent %d\n",
+			fd, (unsigned long long)c->total, c->end - c->start, c->rd_eof ? " eof" : "",
+			c->rd_blocked ? " rd-blocked" : "", c->wr_blocked ? " wr-blocked" : "",
+			p.revents, unread, unsent);
+	}
+}
+
 static void run_events(int lfd)
 {
 	conns = calloc(65536, sizeof *conns);
@@ -253,7 +276,8 @@ static void run_events(int lfd)
 	waiter_set(wt, lfd, LISTEN_TAG, 1, 0);
 	while (!want_conns || finished < want_conns) {
 		accept_ready = 0;
-		waiter_wait(wt, 60000, on_ready, NULL);
+		if (waiter_wait(wt, 5000, on_ready, NULL) == 0)
+			report_stall();
 		if (accept_ready && listening)
 			do_accepts();
 		for (int fd = 0; fd <= maxfd; fd++) {
