@@ -35,6 +35,26 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 	return snprintf(buf, len, "%s/%s", dir, name) >= (int)len ? -1 : 0;
 }
 
+/* Every pin under dir, then dir: how many there were, or -1 at the first
+ * that stays (err says which; with err NULL, on to the rest). */
+static int unpin_all(const char *dir, char *err, size_t errlen)
+{
+	int found = 0;
+	char path[PATH_MAX];
+	for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+		if (pin_path(path, sizeof path, dir, pins[i]) < 0)
+			continue;
+		if (unlink(path) == 0)
+			found++;
+		else if (errno != ENOENT && err) {
+			snprintf(err, errlen, "sockmap: removing %s: %s", path, strerror(errno));
+			return -1;
+		}
+	}
+	rmdir(dir);
+	return found;
+}
+
 #ifdef SHUNT_HAVE_SOCKMAP
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -204,11 +224,7 @@ void sockmap_stop(void)
 		sm_link = NULL;
 	}
 	if (pinned_dir[0]) {
-		char path[PATH_MAX];
-		for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++)
-			if (pin_path(path, sizeof path, pinned_dir, pins[i]) == 0)
-				unlink(path);
-		rmdir(pinned_dir);
+		unpin_all(pinned_dir, NULL, 0);
 		pinned_dir[0] = 0;
 	}
 	if (skel) {
@@ -259,19 +275,9 @@ int sockmap_clean(const struct shunt_config *cfg, char *err, size_t errlen)
 			 strerror(errno));
 		return -1;
 	}
-	int found = 0;
-	char path[PATH_MAX];
-	for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
-		if (pin_path(path, sizeof path, dir, pins[i]) < 0)
-			continue;
-		if (unlink(path) == 0)
-			found++;
-		else if (errno != ENOENT) {
-			snprintf(err, errlen, "sockmap: removing %s: %s", path, strerror(errno));
-			return -1;
-		}
-	}
-	rmdir(dir);
+	int found = unpin_all(dir, err, errlen);
+	if (found < 0)
+		return -1;
 	if (found)
 		shuntd_log("sockmap: removed what an earlier shuntd left in %s", dir);
 	return 0;

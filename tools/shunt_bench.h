@@ -189,6 +189,14 @@ int64_t bench_children_cpu_ns(void);
 /* Every thread of every process of group pgid onto the CPUs of set.
  * 0, or -1 with errno. */
 int bench_group_pin(pid_t pgid, const cpu_set_t *set);
+/* shuntd (next to this shunt) with --config conf, behind the words of
+ * prefix (NULL-ended; "ip netns exec NS", or none), in a group of its own;
+ * waits up to 10 s for its "serving on".  *pid: the child, or -1 (the
+ * caller stops it either way); its log so far in log (always ended), its
+ * stderr's pipe in *log_fd (closed here if log_fd is NULL).  0 once it
+ * serves, -1 if not (log says why). */
+int bench_shuntd_start(char *const prefix[], const char *conf, pid_t *pid, char *log,
+		       size_t loglen, int *log_fd);
 
 /* shunt_bench_run.c */
 int bench_find_programs(struct bench *b);

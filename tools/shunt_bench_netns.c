@@ -40,51 +40,18 @@ static int ip(const char *a, const char *b, const char *c, const char *d, const 
 /* shuntd of host h, in its namespace, until it says it serves. */
 static int start_agent(struct bench *b, int h)
 {
-	char conf[200], exe[4096];
+	char conf[200];
 	snprintf(conf, sizeof(conf), "%s/shunt.conf", b->ns_rundir[h]);
 	FILE *f = fopen(conf, "w");
 	if (!f || fprintf(f, "rundir = %s\n", b->ns_rundir[h]) < 0 || fclose(f) != 0) {
 		fprintf(stderr, "shunt bench --netns: %s: %s\n", conf, strerror(errno));
 		return -1;
 	}
-	snprintf(exe, sizeof(exe), "%s", child_self_exe());
-	char *slash = strrchr(exe, '/');
-	if (!slash || snprintf(slash + 1, sizeof(exe) - (size_t)(slash + 1 - exe), "shuntd") >=
-			      (int)(sizeof(exe) - (size_t)(slash + 1 - exe)) ||
-	    access(exe, X_OK) != 0) {
-		fprintf(stderr, "shunt bench --netns: shuntd not found next to shunt (%s)\n", exe);
-		return -1;
-	}
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) != 0)
-		return -1;
-	char *argv[] = { "ip", "netns", "exec", b->ns[h], exe, "--config", conf, NULL };
-	struct child_opts o = CHILD_OPTS_INIT;
-	o.err_fd = pfd[1];
-	o.new_group = 1;
-	o.plain = 1;
-	b->agent[h] = child_start(argv, &o);
-	close(pfd[1]);
-	/* Its log goes to the pipe; "serving on" once it listens.  Read until
-	 * then, and let the rest go (the pipe closes with us). */
-	char buf[4096];
-	size_t n = 0;
-	int ok = 0;
-	while (b->agent[h] > 0 && n < sizeof(buf) - 1 && !ok) {
-		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-		if (poll(&p, 1, 10000) <= 0)
-			break;
-		ssize_t r = read(pfd[0], buf + n, sizeof(buf) - 1 - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-		buf[n] = '\0';
-		ok = strstr(buf, "serving on") != NULL;
-	}
-	b->agent_log[h] = pfd[0];
-	if (!ok) {
+	char *prefix[] = { "ip", "netns", "exec", b->ns[h], NULL };
+	char log[4096];
+	if (bench_shuntd_start(prefix, conf, &b->agent[h], log, sizeof log, &b->agent_log[h]) != 0) {
 		fprintf(stderr, "shunt bench --netns: shuntd in %s did not start: %s\n", b->ns[h],
-			n ? buf : "(no output)");
+			log);
 		return -1;
 	}
 	return 0;

@@ -24,7 +24,7 @@ int bench_sockmap_up(struct bench *b)
 {
 	char *why = b->why[BT_SOCKMAP];
 	size_t wl = sizeof(b->why[0]);
-	char root[256], conf[300], exe[4096], pin[300];
+	char root[256], conf[300], pin[300];
 	if (geteuid() != 0) {
 		snprintf(why, wl, "left out: needs root (BPF programs, a cgroup)");
 		return -1;
@@ -59,47 +59,14 @@ int bench_sockmap_up(struct bench *b)
 	char rd[300];
 	snprintf(rd, sizeof rd, "%s/sm-agent", b->rundir);
 	mkdir(rd, 0700);
-	snprintf(exe, sizeof(exe), "%s", child_self_exe());
-	char *slash = strrchr(exe, '/');
-	if (!slash || snprintf(slash + 1, sizeof(exe) - (size_t)(slash + 1 - exe), "shuntd") >=
-			      (int)(sizeof(exe) - (size_t)(slash + 1 - exe)) ||
-	    access(exe, X_OK) != 0) {
-		snprintf(why, wl, "left out: shuntd not found next to shunt");
-		return -1;
-	}
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) != 0)
-		return -1;
-	char *argv[] = { exe, "--config", conf, NULL };
-	struct child_opts o = CHILD_OPTS_INIT;
-	o.err_fd = pfd[1];
-	o.new_group = 1;
-	o.plain = 1;
-	b->sm_agent = child_start(argv, &o);
-	close(pfd[1]);
 	char buf[4096];
-	size_t n = 0;
-	int ok = 0;
-	while (b->sm_agent > 0 && n < sizeof(buf) - 1 && !strstr(buf, "serving on")) {
-		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-		if (poll(&p, 1, 10000) <= 0)
-			break;
-		ssize_t r = read(pfd[0], buf + n, sizeof(buf) - 1 - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-		buf[n] = '\0';
-	}
-	close(pfd[0]);
-	buf[n] = '\0';
-	ok = strstr(buf, "sockmap: attached") != NULL;
-	if (!ok) {
+	bench_shuntd_start(NULL, conf, &b->sm_agent, buf, sizeof buf, NULL);
+	if (!strstr(buf, "sockmap: attached")) {
 		char *s = strstr(buf, "sockmap: ");
-		char *e = s ? strchr(s, '\n') : NULL;
+		char *e = strchr(s ? s : buf, '\n');
 		if (e)
 			*e = 0;
-		snprintf(why, wl, "left out: shuntd --sockmap did not attach: %.150s",
-			 s ? s : "(no output)");
+		snprintf(why, wl, "left out: shuntd --sockmap did not attach: %.150s", s ? s : buf);
 		return -1;
 	}
 	return 0;

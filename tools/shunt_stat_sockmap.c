@@ -29,6 +29,24 @@ static int read_counters(uint64_t c[SHUNT_SM_NCOUNTERS], int *readable)
 	return 1;
 }
 
+/* Each counter as the text (after sep) and the JSON name it; kept: one
+ * of the ends the path left alone (grouped under "kept_off"). */
+static const struct {
+	int idx, kept;
+	const char *sep, *text, *json;
+} rows[] = {
+	{SHUNT_SM_CONNS, 0, " ", "connections", "connections"},
+	{SHUNT_SM_SOCKS_ADDED, 0, " ", "sockets", "sockets"},
+	{SHUNT_SM_MSGS, 0, " ", "redirected sends", "redirected_sends"},
+	{SHUNT_SM_BYTES, 0, " ", "bytes", "redirected_bytes"},
+	{SHUNT_SM_MISSES, 0, ", ", "to tcp sends", "tcp_sends"},
+	{SHUNT_SM_SKIP_SHIM, 1, "; kept off: ", "shim", "shim"},
+	{SHUNT_SM_SKIP_RULE, 1, " ", "rule-kernel", "rule-kernel"},
+	{SHUNT_SM_SKIP_REMOTE, 1, " ", "remote", "remote"},
+	{SHUNT_SM_ADD_FAILED, 1, " ", "refused", "refused"},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
 void stat_sockmap_text(void)
 {
 	uint64_t c[SHUNT_SM_NCOUNTERS];
@@ -39,14 +57,10 @@ void stat_sockmap_text(void)
 		printf("# sockmap: attached (its counters are root's to read)\n");
 		return;
 	}
-	printf("# sockmap: attached: connections=%llu sockets=%llu redirected sends=%llu "
-	       "bytes=%llu, to tcp sends=%llu; kept off: shim=%llu rule-kernel=%llu remote=%llu "
-	       "refused=%llu\n",
-	       (unsigned long long)c[SHUNT_SM_CONNS], (unsigned long long)c[SHUNT_SM_SOCKS_ADDED],
-	       (unsigned long long)c[SHUNT_SM_MSGS], (unsigned long long)c[SHUNT_SM_BYTES],
-	       (unsigned long long)c[SHUNT_SM_MISSES], (unsigned long long)c[SHUNT_SM_SKIP_SHIM],
-	       (unsigned long long)c[SHUNT_SM_SKIP_RULE], (unsigned long long)c[SHUNT_SM_SKIP_REMOTE],
-	       (unsigned long long)c[SHUNT_SM_ADD_FAILED]);
+	printf("# sockmap: attached:");
+	for (size_t i = 0; i < NROWS; i++)
+		printf("%s%s=%llu", rows[i].sep, rows[i].text, (unsigned long long)c[rows[i].idx]);
+	printf("\n");
 }
 
 void stat_sockmap_json(void)
@@ -55,16 +69,10 @@ void stat_sockmap_json(void)
 	int readable = 0;
 	if (!read_counters(c, &readable))
 		return;
-	if (!readable) {
-		printf(",\"sockmap\":{\"attached\":true}");
-		return;
-	}
-	printf(",\"sockmap\":{\"attached\":true,\"connections\":%llu,\"sockets\":%llu,"
-	       "\"redirected_sends\":%llu,\"redirected_bytes\":%llu,\"tcp_sends\":%llu,"
-	       "\"kept_off\":{\"shim\":%llu,\"rule-kernel\":%llu,\"remote\":%llu,\"refused\":%llu}}",
-	       (unsigned long long)c[SHUNT_SM_CONNS], (unsigned long long)c[SHUNT_SM_SOCKS_ADDED],
-	       (unsigned long long)c[SHUNT_SM_MSGS], (unsigned long long)c[SHUNT_SM_BYTES],
-	       (unsigned long long)c[SHUNT_SM_MISSES], (unsigned long long)c[SHUNT_SM_SKIP_SHIM],
-	       (unsigned long long)c[SHUNT_SM_SKIP_RULE], (unsigned long long)c[SHUNT_SM_SKIP_REMOTE],
-	       (unsigned long long)c[SHUNT_SM_ADD_FAILED]);
+	printf(",\"sockmap\":{\"attached\":true");
+	for (size_t i = 0; readable && i < NROWS; i++)
+		printf("%s\"%s\":%llu",
+		       rows[i].kept && (!i || !rows[i - 1].kept) ? ",\"kept_off\":{" : ",",
+		       rows[i].json, (unsigned long long)c[rows[i].idx]);
+	printf(readable && rows[NROWS - 1].kept ? "}}" : "}");
 }
