@@ -318,12 +318,14 @@ void sockmap_metrics(FILE *f)
 	fprintf(f, help, "shuntd_sockmap_skipped_total",
 		"Connection ends kept off the sockhash, by reason.",
 		"shuntd_sockmap_skipped_total", "counter");
-	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"shim\"} %llu\n",
-		(unsigned long long)c[SHUNT_SM_SKIP_SHIM]);
-	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"rule-kernel\"} %llu\n",
-		(unsigned long long)c[SHUNT_SM_SKIP_RULE]);
-	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"remote\"} %llu\n",
-		(unsigned long long)c[SHUNT_SM_SKIP_REMOTE]);
-	fprintf(f, "shuntd_sockmap_skipped_total{reason=\"refused\"} %llu\n",
-		(unsigned long long)c[SHUNT_SM_ADD_FAILED]);
+	static const struct {
+		int idx;
+		const char *reason;
+	} skipped[] = {{SHUNT_SM_SKIP_SHIM, "shim"},
+		       {SHUNT_SM_SKIP_RULE, "rule-kernel"},
+		       {SHUNT_SM_SKIP_REMOTE, "remote"},
+		       {SHUNT_SM_ADD_FAILED, "refused"}};
+	for (size_t i = 0; i < sizeof skipped / sizeof skipped[0]; i++)
+		fprintf(f, "shuntd_sockmap_skipped_total{reason=\"%s\"} %llu\n", skipped[i].reason,
+			(unsigned long long)c[skipped[i].idx]);
 }
