@@ -19,6 +19,43 @@ shm_phase() {
 	chmod 700 "$RUNDIR"
 }
 
+# The kernel's system calls behind poll() and epoll_wait() (shunt waits in
+# ppoll and epoll_pwait; libc's own calls may use the others).  Empty
+# where unknown: a test that needs them skips.
+case $(uname -m) in
+x86_64) POLL_NRS="7 271" EPOLL_NRS="232 281 441" ;;
+aarch64) POLL_NRS="73" EPOLL_NRS="22 441" ;;
+*) POLL_NRS="" EPOLL_NRS="" ;;
+esac
+
+# wait_asleep PID "SYSCALL...": until PID's only thread sleeps (state S) in
+# one of these system calls (numbers, from /proc/PID/syscall): asleep in
+# the kernel's wait, shunt's wake sockets armed.
+wait_asleep() {
+	local pid=$1 nrs=$2 i st='' nr=''
+	for ((i = 0; i < 300; i++)); do
+		st=$(sed -n 's/.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null || true)
+		read -r nr _ <"/proc/$pid/syscall" 2>/dev/null || nr=''
+		[[ $st == S && " $nrs " == *" $nr "* ]] && return 0
+		kill -0 "$pid" 2>/dev/null || die "process $pid exited"
+		sleep 0.05
+	done
+	die "process $pid never slept in its wait (state $st, system call $nr)"
+}
+
+# desc_pid PID COMM: the first descendant of PID (itself included) whose
+# command is COMM, or nothing: the program behind wrappers (ip netns exec,
+# strace, timeout, shunt run).
+desc_pid() {
+	local pid=$1 comm=$2 c k
+	[[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$comm" ]] && echo "$pid" && return 0
+	c=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
+	for k in $c; do
+		desc_pid "$k" "$comm" && return 0
+	done
+	return 1
+}
+
 # as_user_prefix UID GROUPS [LIFETIME]: sets PFX (lib.sh's _prefix for
 # MODE) so that, under shunt, the program runs as UID with primary group UID
 # and the supplementary GROUPS (comma-separated ids): another user sharing

@@ -8,7 +8,8 @@
 #   shared   both under shunt with ONE rundir: every connection on shm at
 #            both ends, exact byte counts, same output as plain; spin_us=0,
 #            so every wait that finds nothing sleeps and is woken from the
-#            other namespace; the server under strace (when there is one)
+#            other namespace (the client sends its first byte once the
+#            server is seen asleep); the server under strace (when there is one)
 #            binds its wake sockets by name in o/ (a name crosses
 #            namespaces, an abstract one does not), none abstract, and
 #            reads wakeup datagrams from them
@@ -71,12 +72,6 @@ bg_ns() {
 	BG_PID=$!
 	BG_PIDS+=("$BG_PID")
 }
-run_ns() {
-	local ns=$1
-	shift
-	_prefix "$MODE"
-	ip netns exec "$ns" "${PFX[@]}" "$@"
-}
 
 # run_pair NAME MODE SERVER_RUNDIR CLIENT_RUNDIR
 run_pair() {
@@ -88,8 +83,31 @@ run_pair() {
 	local spid=$BG_PID
 	wait_file "$PDIR/port" "$spid"
 	RUNDIR=$crun
-	run_ns "$NSB" "$PROGS/echo_client" --host "$ADDR_A" --port "$(cat "$PDIR/port")" --conns $CONNS \
-		--bytes "$BYTES" --seed 31 --wait epoll-et >"$PDIR/client.out" 2>"$PDIR/client.err" ||
+	local -a gate=()
+	[[ -n ${GATED:-} ]] && gate=(--gate "$PDIR/gate")
+	_prefix "$MODE"
+	ip netns exec "$NSB" "${PFX[@]}" "$PROGS/echo_client" --host "$ADDR_A" \
+		--port "$(cat "$PDIR/port")" --conns $CONNS --bytes "$BYTES" --seed 31 --wait epoll-et \
+		${gate[@]+"${gate[@]}"} >"$PDIR/client.out" 2>"$PDIR/client.err" &
+	local cpid=$!
+	BG_PIDS+=("$cpid")
+	if [[ -n ${GATED:-} ]]; then
+		# Every connection accepted (its decision logged) and the server
+		# asleep in epoll before the client's first byte: that byte must
+		# wake it from the other namespace.
+		local i sprog
+		for ((i = 0; i < 300; i++)); do
+			(($(log_count "role=server .*transport=shm") >= CONNS)) && break
+			kill -0 "$cpid" 2>/dev/null || break
+			sleep 0.05
+		done
+		(($(log_count "role=server .*transport=shm") >= CONNS)) ||
+			die "the server took $(log_count "role=server .*transport=shm") of $CONNS connections on shm before the client sent ($name)"
+		sprog=$(desc_pid "$spid" echo_server) || die "no echo_server process under $spid"
+		wait_asleep "$sprog" "$EPOLL_NRS"
+		: >"$PDIR/gate"
+	fi
+	wait_exit "$cpid" 120 ||
 		die "echo_client in $NSB failed ($name): $(tail -n 2 "$PDIR/client.out" "$PDIR/client.err")"
 	wait_exit "$spid" 30 || die "echo_server in $NSA failed ($name)"
 	RUNDIR=$RUNROOT/$name
@@ -103,8 +121,9 @@ TRACE=()
 command -v strace >/dev/null 2>&1 &&
 	TRACE=(strace -f -qq -e trace=bind,recvfrom -e signal=none -o "$TMP/shared.strace")
 SHUNT_ARGS=(--options spin_us=0)
+GATED=${EPOLL_NRS:+1}
 run_pair shared shunt "$RUNROOT/shared" "$RUNROOT/shared"
-unset SHUNT_ARGS
+unset SHUNT_ARGS GATED
 TRACE=()
 check_logs
 if [[ -e $TMP/shared.strace ]]; then

@@ -8,8 +8,10 @@
  *               [--recv read|recv|recvfrom|recvmsg|readv|mix]
  *               [--wait block|poll|ppoll|select|pselect|epoll|epoll-et|
  *                       epoll-oneshot|epoll-pwait|epoll-pwait2]
- *               [--chunk MAX] [--clearenv]
+ *               [--chunk MAX] [--clearenv] [--gate FILE]
  *
+ * --gate: once every connection is made, send nothing until FILE exists, so
+ * a test can first see the server asleep in its wait.
  * --clearenv empties the environment before the first socket call, as some
  * daemons do (nginx for its workers): a preloaded library must have taken
  * its settings already.
@@ -230,7 +232,7 @@ static void run_events(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: echo_client --port P [--host H] [--bytes N] [--conns C] "
-			"[--seed S] [--send API] [--recv API] [--wait MODE] [--chunk MAX]\n");
+			"[--seed S] [--send API] [--recv API] [--wait MODE] [--chunk MAX] [--gate FILE]\n");
 	exit(2);
 }
 
@@ -240,9 +242,10 @@ int main(int argc, char **argv)
 		{ "host", 1, 0, 'h' }, { "port", 1, 0, 'p' }, { "bytes", 1, 0, 'b' },
 		{ "conns", 1, 0, 'c' }, { "seed", 1, 0, 's' }, { "send", 1, 0, 'S' },
 		{ "recv", 1, 0, 'R' }, { "wait", 1, 0, 'w' }, { "chunk", 1, 0, 'k' },
-		{ "clearenv", 0, 0, 'E' }, { 0, 0, 0, 0 },
+		{ "clearenv", 0, 0, 'E' }, { "gate", 1, 0, 'g' }, { 0, 0, 0, 0 },
 	};
 	int o;
+	const char *gate = NULL;
 	prog_name = "echo_client";
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -268,6 +271,7 @@ int main(int argc, char **argv)
 				usage();
 			break;
 		case 'k': max_chunk = strtoull(optarg, NULL, 0); break;
+		case 'g': gate = optarg; break;
 		case 'E':
 			if (clearenv() != 0)
 				fail("clearenv");
@@ -291,6 +295,9 @@ int main(int argc, char **argv)
 		sha256_init(&c->srx);
 		c->fd = tcp_connect(host, port);
 	}
+	/* The watchdog bounds this wait. */
+	while (gate && access(gate, F_OK) != 0)
+		usleep(10000);
 	if (wait_mode < 0)
 		run_threads();
 	else
