@@ -310,6 +310,31 @@ t_removal() {
 	start_shuntd
 }
 
+# A sockmap_cgroup that is not a cgroup v2 directory: a clear reason, and
+# the agent serves without the path.
+t_badcgroup() {
+	phase badcgroup plain
+	local pid i
+	mkdir -p "$PDIR/run" "$PDIR/notcg"
+	chmod 700 "$PDIR/run"
+	printf 'sockmap = on\nsockmap_cgroup = %s\nsockmap_pin = %s\nrundir = %s\nagent_port = %s\n' \
+		"$PDIR/notcg" "$PIN-bad" "$PDIR/run" "$((APORT + 1))" >"$PDIR/bad.conf"
+	"$SHUNTD" --config "$PDIR/bad.conf" >"$PDIR/shuntd.log" 2>&1 </dev/null &
+	pid=$!
+	BG_PIDS+=("$pid")
+	for ((i = 0; i < 600; i++)); do
+		grep -q 'serving on' "$PDIR/shuntd.log" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null || true
+	grep -qF "sockmap: $PDIR/notcg is not a cgroup v2 directory (sockmap_cgroup; cgroup v2 is mounted at " \
+		"$PDIR/shuntd.log" || die "no clear reason for a sockmap_cgroup that is not cgroup v2: $(cat "$PDIR/shuntd.log")"
+	grep -q 'serving on' "$PDIR/shuntd.log" || die "the agent did not serve without the path"
+	[[ ! -e "$PIN-bad/sockops_link" ]] || die "a link was pinned for a bad cgroup"
+}
+
 t_splice() {
 	phase splice plain
 	pair splice plain plain
@@ -328,6 +353,7 @@ subtest rules t_rules
 subtest offline t_offline
 subtest crash t_crash
 subtest removal t_removal
+subtest badcgroup t_badcgroup
 spurious=$(cat "$TMP"/*/*.out 2>/dev/null | awk '/^note: [0-9]+ spurious EAGAIN/ { n += $2 } END { print n + 0 }')
 note "blocking calls that returned EAGAIN on redirected sockets (retried): $spurious"
 finish_subtests
