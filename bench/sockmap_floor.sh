@@ -218,7 +218,7 @@ for t in "${tlist[@]}"; do
 done
 echo "figures: medians over rounds; ratios: medians of each round's own ratio"
 if [[ -s $TMP/failed ]]; then
-	echo "runs that failed and were repeated: $(sort "$TMP/failed" | uniq -c | awk '{ printf "%s%s %s %s", NR > 1 ? ", " : "", $2, $3, $1 }')"
+	echo "runs that failed and were repeated: $(sort "$TMP/failed" | uniq -c | awk '{ printf "%s%s %s %s", (NR > 1 ? ", " : ""), $2, $3, $1 }')"
 else
 	echo "runs that failed and were repeated: none"
 fi
