@@ -57,6 +57,7 @@ struct shm_conn *shm_conn_new(const struct shunt_conn_ops *ops, const struct shm
 
 void shm_conn_free(struct shm_conn *c)
 {
+	shm_stash_free(c);
 	shm_pending_end(c->pending);
 	c->pending = -1;
 	shm_wake_release(c);
@@ -69,6 +70,13 @@ void shm_conn_free(struct shm_conn *c)
 static void shm_fork(struct shunt_conn *base)
 {
 	struct shm_conn *c = (struct shm_conn *)base;
+	if (c->demoted && shm_stash_left(c)) {
+		/* Private memory: the child would serve the same bytes again.
+		 * A spill, which both share, serves them once. */
+		shm_demote(base, SHUNT_R_FORK_SHARED);
+		shunt_conn_finish(base, SHUNT_R_FORK_SHARED);
+		return;
+	}
 	c->forked = 1;
 	SHUNT_GUARD_ENTER();
 	shm_arena_fork(&c->slot);

@@ -78,9 +78,12 @@ static int demote_if_due(struct shm_conn *c)
 }
 
 /* This end is demoted: finish.  Nothing is left in the rx ring for us, the
- * peer replays over TCP what we had not consumed.  Returns 1. */
+ * peer replays over TCP what we had not consumed.  1 when finished. */
 static int finish(struct shm_conn *c)
 {
+	/* Not while a stash holds bytes: they come before the socket's. */
+	if (shm_stash_left(c))
+		return 0;
 	shunt_conn_finish(&c->base, c->why ? c->why : SHUNT_R_PEER_DEMOTED);
 	return 1;
 }
@@ -165,6 +168,8 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[SHUNT_IOV_MAX];
 	for (;;) {
+		if (c->demoted && shm_stash_left(c))
+			return done ? (ssize_t)done : shm_stash_recv(c, m, flags);
 		if (c->demoted && finish(c)) {
 			if (done)
 				return (ssize_t)done;
@@ -541,6 +546,13 @@ rd:
 int shm_ioctl(struct shunt_conn *b, unsigned long req, void *arg)
 {
 	struct shm_conn *c = (struct shm_conn *)b;
+	if (c->demoted && arg && req == FIONREAD && shm_stash_left(c)) {
+		int k = 0;
+		if (REAL(ioctl)(c->base.fd, FIONREAD, &k) < 0)
+			k = 0;
+		*(int *)arg = k + (int)shm_stash_left(c);
+		return 0;
+	}
 	if (c->demoted || !arg) {
 		errno = ENOTTY;
 		return -1;
@@ -561,6 +573,8 @@ short shm_poll(struct shunt_conn *b, short events)
 	if (!c->demoted && demote_if_due(c) && !c->demoted)
 		return 0;
 	if (c->demoted) {
+		if (shm_stash_left(c))
+			return shm_stash_poll(c, events);
 		finish(c);
 		return 0; /* the caller now asks the kernel */
 	}

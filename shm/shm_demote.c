@@ -8,9 +8,14 @@
  * more.  The demoter never takes the peer's lock (shm_lock_wait_free): a
  * peer killed inside it, or one that wrote anything there, cannot hold it
  * up.  As both ends do the same, two ends demoting at once (exec on both
- * sides) lose nothing either. */
+ * sides) lose nothing either.  Nor do they wait on each other: a replay
+ * that finds the socket full reads what the peer's replay brings into a
+ * stash meanwhile (bytes the application gets before the socket's). */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 
 #include "core/shunt_iov.h"
 #include "core/shunt_log.h"
@@ -18,9 +23,38 @@
 #include "core/shunt_spill.h"
 #include "shm_internal.h"
 
+/* While our replay waits for room, the peer may be replaying too, and be
+ * waiting for us to read: take what the socket holds into the stash.  The
+ * peer's replay is at most its ring (our rx ring's size): the stash stops
+ * there, so a peer that sends on and on after it cannot grow it.  Only
+ * bytes the socket has (FIONREAD): its EOF or error stays there for the
+ * application.  0 when it took nothing. */
+static int stash_peer_replay(struct shm_conn *c)
+{
+	size_t cap = (size_t)c->rx.size;
+	int took = 0;
+	for (;;) {
+		int avail = 0;
+		if (c->stash_len >= cap || REAL(ioctl)(c->base.fd, FIONREAD, &avail) < 0 ||
+		    avail <= 0)
+			return took;
+		if (!c->stash && !(c->stash = malloc(cap)))
+			return took;
+		size_t n = cap - c->stash_len;
+		if (n > (size_t)avail)
+			n = (size_t)avail;
+		ssize_t r = REAL(recv)(c->base.fd, c->stash + c->stash_len, n, MSG_DONTWAIT);
+		if (r <= 0)
+			return took;
+		c->stash_len += (size_t)r;
+		took = 1;
+	}
+}
+
 /* Write every byte of our tx ring the peer has not consumed to the socket,
- * in order, before anything else we send there (tx write lock held). */
-static int replay_tx(struct shm_conn *c)
+ * in order, before anything else we send there (tx write lock held);
+ * may_stash: the peer may be replaying (it is not gone). */
+static int replay_tx(struct shm_conn *c, int may_stash)
 {
 	struct iovec v[2];
 	size_t n = shm_ring_unread(&c->tx, v);
@@ -38,15 +72,22 @@ static int replay_tx(struct shm_conn *c)
 			continue;
 		if (r < 0 && errno == EAGAIN) {
 			/* As a blocked send would: until the peer reads (a
-			 * peer gone closes its socket, which ends the poll).
-			 * Only this end's own lock is held meanwhile: the
-			 * peer never takes it. */
-			struct pollfd p = {c->base.fd, POLLOUT, 0};
+			 * peer gone closes its socket, which ends the poll),
+			 * reading what it replays meanwhile.  Only this end's
+			 * own lock is held: the peer never takes it. */
+			short in = may_stash && c->stash_len < c->rx.size ? POLLIN : 0;
+			struct pollfd p = {c->base.fd, (short)(POLLOUT | in), 0};
 			REAL(poll)(&p, 1, -1);
+			/* Readable with nothing to take: EOF, which stays. */
+			if ((p.revents & POLLIN) && !stash_peer_replay(c))
+				may_stash = 0;
 			continue;
 		}
 		return -1;
 	}
+	if (c->stash_len)
+		SHUNT_DEBUG("fd=%d: %zu bytes of the peer's replay taken while ours waited",
+			    c->base.fd, c->stash_len);
 	/* The peer's view: those bytes are gone from the ring.  The stats
 	 * slot keeps them: it counts what the application sent, whichever
 	 * path carried it (the peer counts them once, where it reads them). */
@@ -66,7 +107,7 @@ void shm_replay(struct shm_conn *c)
 		 * at, never taken: a peer killed inside it (or one that
 		 * wrote anything there) cannot hold this end. */
 		shm_lock_wait_free(&c->tx.ctl->rlock, &c->lk);
-		replay_tx(c);
+		replay_tx(c, 1);
 		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);
 	}
 	shm_unlock(&c->tx.ctl->wlock);
@@ -155,14 +196,73 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	 * replay's snapshot; later ones see DEMOTING (shm_recvmsg). */
 	shm_lock_wait_free(&c->tx.ctl->rlock, &c->lk);
 	if (!c->demoted) {
-		replay_tx(c);
+		replay_tx(c, sp == NULL);
 		__atomic_store_n(&c->demoted, 1, __ATOMIC_RELEASE);
 	}
 	shm_unlock(&c->tx.ctl->wlock);
 	shm_wake_peer(c);
 	shunt_conn_send_fin(&c->base);
+	/* A stash (ours now, or of an earlier replay) leaves with the
+	 * connection: a spill serves it wherever the socket goes. */
+	if (!sp && shm_stash_left(c)) {
+		struct iovec v = {c->stash + c->stash_off, shm_stash_left(c)};
+		sp = shunt_spill_new(base, &v, 1, c->why ? (enum shunt_reason)c->why : why);
+		if (sp)
+			shm_stash_free(c);
+		else
+			SHUNT_WARN("fd=%d: %zu unread bytes may be lost: no memory to keep them",
+				   c->base.fd, v.iov_len);
+	}
 	if (sp)
 		shunt_spill_install(base, sp);
 	SHUNT_GUARD_LEAVE();
 }
 
+
+ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags)
+{
+	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
+	size_t n = shm_stash_left(c) < total ? shm_stash_left(c) : total;
+	const char *from = c->stash + c->stash_off;
+	for (size_t i = 0, left = n; left; i++) {
+		size_t k = m->msg_iov[i].iov_len < left ? m->msg_iov[i].iov_len : left;
+		memcpy(m->msg_iov[i].iov_base, from, k);
+		from += k;
+		left -= k;
+	}
+	if (flags & MSG_PEEK)
+		return (ssize_t)n;
+	c->stash_off += n;
+	if (!shm_stash_left(c))
+		shm_stash_free(c);
+	if ((flags & MSG_WAITALL) && n < total) {
+		/* The rest comes from the socket, as it would have. */
+		struct iovec w[SHUNT_IOV_MAX];
+		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, n, w);
+		struct msghdr rest = {.msg_iov = w, .msg_iovlen = k};
+		ssize_t r = REAL(recvmsg)(c->base.fd, &rest, flags);
+		if (r > 0)
+			n += (size_t)r;
+	}
+	SHUNT_STAT_ADD(&c->base, bytes_in, (uint64_t)n);
+	SHUNT_STAT_ADD(&c->base, calls_in, 1);
+	return (ssize_t)n;
+}
+
+short shm_stash_poll(struct shm_conn *c, short events)
+{
+	short r = POLLIN | POLLRDNORM;
+	if (events & (POLLOUT | POLLWRNORM)) {
+		struct pollfd p = {c->base.fd, POLLOUT, 0};
+		if (REAL(poll)(&p, 1, 0) > 0)
+			r |= (short)(p.revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP));
+	}
+	return r;
+}
+
+void shm_stash_free(struct shm_conn *c)
+{
+	free(c->stash);
+	c->stash = NULL;
+	c->stash_len = c->stash_off = 0;
+}

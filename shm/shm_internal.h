@@ -128,6 +128,12 @@ struct shm_conn {
 				     of this end was logged */
 	uint64_t cma_in, cma_out; /* bytes moved so, by this process */
 	int demoted;              /* this end has replayed: it moves bytes over TCP */
+	/* What the socket brought while our replay waited for room: the
+	 * peer's replay, read so that two ends replaying at once never wait
+	 * on each other (shm_demote.c).  Served before the socket's bytes;
+	 * the connection stays on these ops until it is drained. */
+	char *stash;
+	size_t stash_len, stash_off;
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
 	int forked;               /* shared with a child: keep the wake name */
@@ -290,6 +296,18 @@ int shm_withdraw(struct shunt_conn *c);
 /* This end's replay, once, after the state left OFFERED/COMMITTED (the peer
  * demoted, or refused the offer): from then on it uses the socket. */
 void shm_replay(struct shm_conn *c);
+/* Bytes of the stash not yet read. */
+static inline size_t shm_stash_left(const struct shm_conn *c)
+{
+	return c->stash_len - c->stash_off;
+}
+/* A read of a demoted end while its stash holds bytes: from the stash (and,
+ * with MSG_WAITALL, then the socket), as the socket would answer. */
+ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags);
+/* Readiness of a demoted end with a stash: readable, writable as the socket. */
+short shm_stash_poll(struct shm_conn *c, short events);
+/* Drop the stash (the connection closes). */
+void shm_stash_free(struct shm_conn *c);
 
 /* Data path (shm_data.c). */
 ssize_t shm_recvmsg(struct shunt_conn *c, struct msghdr *m, int flags);
