@@ -31,6 +31,20 @@ void fab_kick(struct fab_conn *c, int role)
 	}
 }
 
+/* An error completion (lock held): its operation is over; the first
+ * error is kept for the end of the read, which judges it. */
+static void cq_error(struct fab_conn *c, const struct fi_cq_err_entry *err, int *err_seen)
+{
+	/* By its context: verbs fills an error's flags only for work
+	 * requests that succeeded, and a receive flushed at the end is no
+	 * write. */
+	int k = fab_op_done(c, err->op_context);
+	if ((k == FAB_CTX_TX || (k < 0 && !(err->flags & FI_REMOTE_WRITE))) && c->tx_inflight)
+		c->tx_inflight--;
+	if (!*err_seen)
+		*err_seen = err->err ? err->err : FI_EIO;
+}
+
 /* Read the CQ (lock held): 1 if anything moved.  full: on to -FI_EAGAIN, so the provider's progress runs
  * once more after the last entry (what the control paths want: everything
  * the provider can show now).  Otherwise stop at a short read: see below. */
@@ -66,15 +80,7 @@ static int cq_read(struct fab_conn *c, int full)
 				c->failed = 2;
 				return 1;
 			}
-			/* By its context: verbs fills an error's flags only for
-			 * work requests that succeeded, and a receive flushed at
-			 * the end is no write. */
-			int k = fab_op_done(c, err.op_context);
-			if ((k == FAB_CTX_TX || (k < 0 && !(err.flags & FI_REMOTE_WRITE))) &&
-			    c->tx_inflight)
-				c->tx_inflight--;
-			if (!err_seen)
-				err_seen = err.err ? err.err : FI_EIO;
+			cq_error(c, &err, &err_seen);
 			moved = 1;
 			continue;
 		}
@@ -85,8 +91,15 @@ static int cq_read(struct fab_conn *c, int full)
 		int rx_moved = 0, tx_moved = 0;
 		for (ssize_t i = 0; i < n; i++) {
 			moved = 1;
-			if (fab_vrb_on())
+			if (fab_vrb_on()) {
 				fab_vrb_completion(c, &ent[i]);
+				/* The peer's CLOSE: its endpoint goes, and verbs
+				 * flushes our posted receives as errors, reported
+				 * ahead of the entries before them. */
+				struct fi_cq_err_entry fl;
+				while (fab_vrb_flush(c, &ent[i], &fl))
+					cq_error(c, &fl, &err_seen);
+			}
 			/* A write of ours completing carries its context: some
 			 * providers (sockets) flag its CQ data there too. */
 			int k = ent[i].op_context ? fab_op_done(c, ent[i].op_context) : -1;

@@ -18,6 +18,10 @@
  * and, stricter than verbs' FI_EP_MSG (its FI_EP_RDM and other providers
  * ask it), FI_CONTEXT: a context of its own for every operation.
  *
+ * At the peer's CLOSE (its endpoint going away) every receive still posted
+ * completes as verbs flushes it: an error, FI_ECANCELED, reported ahead of
+ * the entries before it.
+ *
  * What it cannot show: verbs' completions of errors carry no opcode; a
  * receive that finds nothing posted stalls the writer's queue pair (its
  * rnr_retry is 7: retried for ever) where here it is only counted; the
@@ -178,6 +182,22 @@ void fab_vrb_completion(struct fab_conn *c, struct fi_cq_data_entry *e)
 	fab_vrb_count(FAB_VRB_RECV_TAKEN, 1);
 }
 
+int fab_vrb_flush(struct fab_conn *c, const struct fi_cq_data_entry *e,
+		  struct fi_cq_err_entry *err)
+{
+	if (!(e->flags & FI_REMOTE_CQ_DATA) || fab_imm_type(e->data) != FAB_IMM_CLOSE ||
+	    ctx_ok(c, e->op_context, FAB_CTX_TX) || !c->vrb.n)
+		return 0;
+	*err = (struct fi_cq_err_entry){.op_context = c->vrb.q[c->vrb.head],
+					.flags = FI_RECV,
+					.err = FI_ECANCELED,
+					.prov_errno = 5 /* IBV_WC_WR_FLUSH_ERR */};
+	c->vrb.head = (c->vrb.head + 1) % FAB_CTX_MAX;
+	c->vrb.n--;
+	fab_vrb_count(FAB_VRB_FLUSHED, 1);
+	return 1;
+}
+
 uint64_t fab_vrb_key(void)
 {
 	uint32_t k = 0;
@@ -194,10 +214,10 @@ void fab_vrb_report(char *out, size_t len)
 		v[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	snprintf(out, len,
 		 "recv_posted=%llu recv_taken=%llu rnr=%llu contexts=%llu local=%llu virt=%llu "
-		 "keys=%llu cq_data=%llu broken=%llu",
+		 "keys=%llu cq_data=%llu flushed=%llu broken=%llu",
 		 (unsigned long long)v[FAB_VRB_RECV_POSTED], (unsigned long long)v[FAB_VRB_RECV_TAKEN],
 		 (unsigned long long)v[FAB_VRB_RNR], (unsigned long long)v[FAB_VRB_CONTEXTS],
 		 (unsigned long long)v[FAB_VRB_LOCAL], (unsigned long long)v[FAB_VRB_VIRT],
 		 (unsigned long long)v[FAB_VRB_KEYS], (unsigned long long)v[FAB_VRB_CQ_DATA],
-		 (unsigned long long)v[FAB_VRB_BROKEN]);
+		 (unsigned long long)v[FAB_VRB_FLUSHED], (unsigned long long)v[FAB_VRB_BROKEN]);
 }

@@ -40,6 +40,7 @@ enum fab_vrb_count {
 	FAB_VRB_VIRT,         /* remote addresses given as virtual ones */
 	FAB_VRB_KEYS,         /* provider keys (4 bytes) handed to a peer */
 	FAB_VRB_CQ_DATA,      /* CQ data checked to fit 4 bytes */
+	FAB_VRB_FLUSHED,      /* receives flushed as errors at the peer's CLOSE */
 	FAB_VRB_BROKEN,       /* rules broken */
 	FAB_VRB_NCOUNT
 };
@@ -54,6 +55,11 @@ ssize_t fab_vrb_recv(struct fab_conn *c, void *buf, size_t len, void *desc, void
 /* A completion as verbs would report it: one for remote CQ data consumes
  * a posted receive, whose context it then carries (lock held). */
 void fab_vrb_completion(struct fab_conn *c, struct fi_cq_data_entry *e);
+/* After e, the peer's CLOSE (its endpoint going): each receive still posted
+ * as verbs flushes it, an error (FI_ECANCELED, FI_RECV) carrying its
+ * context, one per call into *err; 0 when none is left (lock held). */
+int fab_vrb_flush(struct fab_conn *c, const struct fi_cq_data_entry *e,
+		  struct fi_cq_err_entry *err);
 /* A key the "provider" chose for a registration (FI_MR_PROV_KEY): 4 bytes,
  * never the one the transport would have asked for. */
 uint64_t fab_vrb_key(void);

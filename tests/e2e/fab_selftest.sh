@@ -35,7 +35,7 @@ grep -qx "bytes client->server: 8388608 of 8388608 checked" "$out" || die "bytes
 if [[ -n $FAB_EMULATE ]]; then
 	rules=$(sed -n 's/^verbs rules: //p' "$out")
 	[[ -n $rules ]] || die "no verbs rules line: $(cat "$out")"
-	for k in recv_posted recv_taken contexts local virt keys cq_data; do
+	for k in recv_posted recv_taken contexts local virt keys cq_data flushed; do
 		v=$(grep -oE "(^| )$k=[0-9]+" <<<"$rules" | cut -d= -f2)
 		[[ ${v:-0} -gt 0 ]] || die "the code meant for verbs never ran: $k=${v:-0} ($rules)"
 	done
