@@ -26,9 +26,6 @@
 #ifndef BPF_FS_MAGIC
 #define BPF_FS_MAGIC 0xcafe4a11
 #endif
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
 
 static const char *const pins[] = {SHUNT_SM_PIN_LINK, SHUNT_SM_PIN_SOCKS, SHUNT_SM_PIN_SKIP,
 				   SHUNT_SM_PIN_COUNTERS};
@@ -166,16 +163,9 @@ int sockmap_start(const struct shunt_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "sockmap: cgroup %s: %s", cgroup_path, strerror(errno));
 		return -1;
 	}
-	/* A directory of a v1 hierarchy or of a plain file system would fail
-	 * only at attach, as EBADF, which names nothing. */
-	struct statfs sf;
-	if (fstatfs(cgfd, &sf) == 0 && sf.f_type != CGROUP2_SUPER_MAGIC) {
-		char root[PATH_MAX];
-		if (shunt_sm_cgroup2_root(root, sizeof root) < 0)
-			snprintf(root, sizeof root, "nowhere");
-		snprintf(err, errlen,
-			 "sockmap: %s is not a cgroup v2 directory (sockmap_cgroup; cgroup v2 is "
-			 "mounted %s%s)", cgroup_path, strcmp(root, "nowhere") ? "at " : "", root);
+	char why[PATH_MAX + 128];
+	if (shunt_sm_cgroup_check(cgfd, cgroup_path, why, sizeof why) < 0) {
+		snprintf(err, errlen, "sockmap: %s", why);
 		close(cgfd);
 		return -1;
 	}

@@ -6,6 +6,7 @@
 #include <mntent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -162,4 +163,23 @@ int shunt_sm_cgroup2_root(char *buf, size_t len)
 		}
 	endmntent(f);
 	return rc;
+}
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+int shunt_sm_cgroup_check(int fd, const char *path, char *why, size_t len)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0 || sf.f_type == CGROUP2_SUPER_MAGIC)
+		return 0; /* (unknown: attaching will tell) */
+	char root[256];
+	if (shunt_sm_cgroup2_root(root, sizeof root) < 0)
+		snprintf(why, len, "%s is not a cgroup v2 directory (sockmap_cgroup; no cgroup v2 "
+			 "hierarchy is mounted)", path);
+	else
+		snprintf(why, len, "%s is not a cgroup v2 directory (sockmap_cgroup; cgroup v2 is "
+			 "mounted at %s)", path, root);
+	return -1;
 }

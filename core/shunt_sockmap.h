@@ -33,6 +33,12 @@ int shunt_sm_probe(char *why, size_t len);
  * path attaches by default) into buf.  0, or -1 when none or too long. */
 int shunt_sm_cgroup2_root(char *buf, size_t len);
 
+/* Whether the directory open as fd is one the path can attach to (of a
+ * cgroup v2 hierarchy): 0; otherwise -1 and why says so, naming path and
+ * where cgroup v2 is mounted.  A v1 controller's directory, or a plain
+ * one, fails only at attach, as EBADF, which names nothing. */
+int shunt_sm_cgroup_check(int fd, const char *path, char *why, size_t len);
+
 #ifndef SHUNT_NO_INTERPOSE
 /* The shim: keep socket fd (a client about to connect) off the sockmap
  * path, when a shuntd runs it (a connection offered to shm).  Costs two

@@ -1,8 +1,9 @@
 /* shunt doctor: the sockmap path (shuntd --sockmap).  Is it attached (a
  * pinned link under sockmap_pin), and if the configuration asks for it and
  * it is not, why not: the kernel (a sockhash cannot be made), the rights,
- * the cgroup v2 hierarchy, the bpffs. */
+ * the cgroup v2 hierarchy or a sockmap_cgroup outside it, the bpffs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +66,22 @@ void doctor_sockmap(struct doctor *d)
 		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE,
 			   "sockmap = on but nothing is attached: no cgroup v2 hierarchy is mounted");
 		return;
+	}
+	if (d->cfg.sockmap_cgroup[0]) {
+		int cg = open(d->cfg.sockmap_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		char cwhy[PATH_MAX + 128];
+		int bad = cg < 0 || shunt_sm_cgroup_check(cg, d->cfg.sockmap_cgroup, cwhy,
+							  sizeof cwhy) < 0;
+		if (cg < 0)
+			snprintf(cwhy, sizeof cwhy, "cgroup %s: %s", d->cfg.sockmap_cgroup,
+				 strerror(errno));
+		if (cg >= 0)
+			close(cg);
+		if (bad) {
+			doctor_add(d, DOC_SOCKMAP_UNAVAILABLE, "sockmap = on but nothing is attached: %s",
+				   cwhy);
+			return;
+		}
 	}
 	char parent[PATH_MAX];
 	snprintf(parent, sizeof parent, "%s", pin);

@@ -314,7 +314,7 @@ t_removal() {
 # the agent serves without the path.
 t_badcgroup() {
 	phase badcgroup plain
-	local pid i
+	local pid i out
 	mkdir -p "$PDIR/run" "$PDIR/notcg"
 	chmod 700 "$PDIR/run"
 	printf 'sockmap = on\nsockmap_cgroup = %s\nsockmap_pin = %s\nrundir = %s\nagent_port = %s\n' \
@@ -333,6 +333,10 @@ t_badcgroup() {
 		"$PDIR/shuntd.log" || die "no clear reason for a sockmap_cgroup that is not cgroup v2: $(cat "$PDIR/shuntd.log")"
 	grep -q 'serving on' "$PDIR/shuntd.log" || die "the agent did not serve without the path"
 	[[ ! -e "$PIN-bad/sockops_link" ]] || die "a link was pinned for a bad cgroup"
+	# shunt doctor, reading the same configuration, says the same.
+	out=$(SHUNT_CONFIG=$PDIR/bad.conf "$SHUNT" doctor 2>&1 || true)
+	grep -qF "WARN sockmap-unavailable: sockmap = on but nothing is attached: $PDIR/notcg is not a cgroup v2 directory" <<<"$out" ||
+		die "shunt doctor: $(grep sockmap <<<"$out")"
 }
 
 t_splice() {
