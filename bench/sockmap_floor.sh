@@ -83,6 +83,8 @@ cleanup() {
 	bpftool cgroup detach "$CG" sock_ops pinned "$BPFFS/floor/floor_sockops" 2>/dev/null
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS" 2>/dev/null
 	umount -l "$BPFFS" 2>/dev/null
+	# A run cut short leaves its server in the cgroup: none outlives us.
+	[[ -e $CG/cgroup.kill ]] && echo 1 >"$CG/cgroup.kill"
 	for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$CG" 2>/dev/null && break; sleep 0.2; done
 	rm -rf "$TMP"
 }
