@@ -168,8 +168,13 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 	uint64_t deadline = 0; /* 0: not asked yet */
 	struct iovec v[SHUNT_IOV_MAX];
 	for (;;) {
-		if (c->demoted && shm_stash_left(c))
-			return done ? (ssize_t)done : shm_stash_recv(c, m, flags);
+		if (c->demoted && shm_stash_left(c)) {
+			if (done)
+				return (ssize_t)done;
+			ssize_t r = shm_stash_recv(c, m, flags);
+			if (r != SHM_STASH_GONE)
+				return r;
+		}
 		if (c->demoted && finish(c)) {
 			if (done)
 				return (ssize_t)done;

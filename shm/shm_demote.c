@@ -38,11 +38,23 @@ static int stash_peer_replay(struct shm_conn *c)
 		if (c->stash_len >= cap || REAL(ioctl)(c->base.fd, FIONREAD, &avail) < 0 ||
 		    avail <= 0)
 			return took;
-		if (!c->stash && !(c->stash = malloc(cap)))
-			return took;
 		size_t n = cap - c->stash_len;
 		if (n > (size_t)avail)
 			n = (size_t)avail;
+		/* Grown as it fills (a ring may be 1 GiB): doubling, within
+		 * the cap. */
+		if (c->stash_len + n > c->stash_cap) {
+			size_t want = c->stash_cap ? c->stash_cap * 2 : 65536;
+			if (want < c->stash_len + n)
+				want = c->stash_len + n;
+			if (want > cap)
+				want = cap;
+			char *p = realloc(c->stash, want);
+			if (!p)
+				return took;
+			c->stash = p;
+			c->stash_cap = want;
+		}
 		ssize_t r = REAL(recv)(c->base.fd, c->stash + c->stash_len, n, MSG_DONTWAIT);
 		if (r <= 0)
 			return took;
@@ -222,19 +234,35 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags)
 {
 	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
-	size_t n = shm_stash_left(c) < total ? shm_stash_left(c) : total;
-	const char *from = c->stash + c->stash_off;
-	for (size_t i = 0, left = n; left; i++) {
-		size_t k = m->msg_iov[i].iov_len < left ? m->msg_iov[i].iov_len : left;
-		memcpy(m->msg_iov[i].iov_base, from, k);
-		from += k;
-		left -= k;
+	/* Threads may read at once, as a socket allows: one at a time here,
+	 * under the rx ring's read lock (the peer never takes it). */
+	shm_lock(&c->rx.ctl->rlock, &c->lk);
+	size_t left = shm_stash_left(c);
+	if (!left) {
+		shm_unlock(&c->rx.ctl->rlock);
+		return SHM_STASH_GONE; /* another thread took the last */
 	}
-	if (flags & MSG_PEEK)
+	size_t n = left < total ? left : total;
+	const char *from = c->stash + c->stash_off;
+	for (size_t i = 0, k; from < c->stash + c->stash_off + n; i++, from += k) {
+		k = m->msg_iov[i].iov_len;
+		if (k > (size_t)(c->stash + c->stash_off + n - from))
+			k = (size_t)(c->stash + c->stash_off + n - from);
+		memcpy(m->msg_iov[i].iov_base, from, k);
+	}
+	m->msg_flags = 0;
+	m->msg_controllen = 0;
+	if (m->msg_name)
+		m->msg_namelen = 0;
+	int peek = flags & MSG_PEEK;
+	if (!peek) {
+		c->stash_off += n;
+		if (!shm_stash_left(c))
+			shm_stash_free(c);
+	}
+	shm_unlock(&c->rx.ctl->rlock);
+	if (peek)
 		return (ssize_t)n;
-	c->stash_off += n;
-	if (!shm_stash_left(c))
-		shm_stash_free(c);
 	if ((flags & MSG_WAITALL) && n < total) {
 		/* The rest comes from the socket, as it would have. */
 		struct iovec w[SHUNT_IOV_MAX];
@@ -264,5 +292,5 @@ void shm_stash_free(struct shm_conn *c)
 {
 	free(c->stash);
 	c->stash = NULL;
-	c->stash_len = c->stash_off = 0;
+	c->stash_len = c->stash_off = c->stash_cap = 0;
 }

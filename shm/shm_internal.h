@@ -133,7 +133,7 @@ struct shm_conn {
 	 * on each other (shm_demote.c).  Served before the socket's bytes;
 	 * the connection stays on these ops until it is drained. */
 	char *stash;
-	size_t stash_len, stash_off;
+	size_t stash_len, stash_off, stash_cap;
 	int why;                  /* enum shunt_reason of the demotion */
 	int committed;            /* the state was seen COMMITTED */
 	int forked;               /* shared with a child: keep the wake name */
@@ -302,7 +302,9 @@ static inline size_t shm_stash_left(const struct shm_conn *c)
 	return c->stash_len - c->stash_off;
 }
 /* A read of a demoted end while its stash holds bytes: from the stash (and,
- * with MSG_WAITALL, then the socket), as the socket would answer. */
+ * with MSG_WAITALL, then the socket), as the socket would answer;
+ * SHM_STASH_GONE when another thread took the last bytes first. */
+#define SHM_STASH_GONE (-2)
 ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags);
 /* Readiness of a demoted end with a stash: readable, writable as the socket. */
 short shm_stash_poll(struct shm_conn *c, short events);

@@ -20,13 +20,18 @@ check_counts() {
 	note "$PHASE: server sent $ss, client sent $cs"
 }
 
-for run in plain smallbuf bigring fork; do
+for run in plain smallbuf bigring fork peek waitall one onepeek onewaitall; do
 	args=()
 	case $run in
 	plain) phase plain plain; args=(--sockbuf 65536) ;;
 	smallbuf) phase smallbuf shunt; args=(--sockbuf 65536) ;;
 	bigring) phase bigring shunt; SHUNT_ARGS=(--options ring_size=16M) ;;
 	fork) phase fork shunt; args=(--sockbuf 65536 --fork) ;;
+	peek) phase peek shunt; args=(--sockbuf 65536 --peek) ;;
+	waitall) phase waitall shunt; args=(--sockbuf 65536 --waitall) ;;
+	one) phase one shunt; args=(--sockbuf 65536 --one) ;;
+	onepeek) phase onepeek shunt; args=(--sockbuf 65536 --one --peek) ;;
+	onewaitall) phase onewaitall shunt; args=(--sockbuf 65536 --one --waitall) ;;
 	esac
 	runx "$PROGS/demote_both_full" "${args[@]}" >"$PDIR/out" 2>"$PDIR/err" ||
 		die "demote_both_full failed ($PHASE): $(tail -n 3 "$PDIR/err")"
@@ -43,6 +48,13 @@ for run in plain smallbuf bigring fork; do
 	assert_log_has "demote_both_full: debug: fd=[0-9]+: [0-9]+ bytes of the peer's replay taken while ours waited"
 	if [[ $run == fork ]]; then
 		assert_log_has 'demote_both_full: debug: fd=[0-9]+: [0-9]+ unread bytes kept for the application'
+	fi
+	if [[ $run == one* ]]; then
+		# The client followed from its data path: its stash served
+		# its reads in place (no spill), and it moved for the peer.
+		assert_log_count 'demote_both_full: info: moved fd=[0-9]+ from=shm transport=kernel reason=peer-demoted$' 1
+		assert_log_count 'demote_both_full: debug: fd=[0-9]+: [0-9]+ unread bytes kept for the application' 1
+		assert_log_count "demote_both_full: debug: fd=[0-9]+: [0-9]+ bytes of the peer's replay taken while ours waited" 2
 	fi
 done
 pass

@@ -1,7 +1,8 @@
 /* demote_both_full: both ends move the connection to TCP at once, each with
  * more unread bytes for the other than the socket can hold.
  *
- *   demote_both_full [--sockbuf B] [--fork] [--host H]
+ *   demote_both_full [--sockbuf B] [--fork] [--peek | --waitall] [--one]
+ *                    [--host H]
  *
  * A server and a client process each write a known stream, non-blocking,
  * until the connection takes no more (EAGAIN: the ring, or the socket's
@@ -14,6 +15,12 @@
  * than the socket's buffers): an end whose replay only waited for room
  * waited for the other for ever.  The watchdog fails the test then.
  *
+ * --peek: each read is a MSG_PEEK of up to 1000 bytes, then a read of what
+ * it showed, which must be the same bytes.  --waitall: reads of 50,000
+ * bytes with MSG_WAITALL.
+ * --one: only the server attaches the filter; the client writes on,
+ * blocking, and finds the connection leaving in that send, replaying from
+ * there (its data path, not its own move).
  * --fork: each end reads in a child it forks after the move; the parent
  * then finds nothing more to read (EOF), so no byte comes twice.
  * Prints "PASS demote_both_full server|client sent=A got=B" per end. */
@@ -29,7 +36,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int sockbuf, use_fork;
+static int sockbuf, use_fork, read_mode; /* 0 recv, 1 peek first, 2 waitall */
+static int one_moves; /* only the server attaches the filter */
 
 /* Each end's stream. */
 static uint64_t seed_of(int server)
@@ -39,9 +47,31 @@ static uint64_t seed_of(int server)
 
 static void read_all(int fd, int server, uint64_t *got)
 {
-	static char buf[65536];
+	static char buf[65536], peeked[65536];
+	int short_seen = 0;
 	for (;;) {
-		ssize_t r = recv(fd, buf, sizeof buf, 0);
+		ssize_t r;
+		if (read_mode == 1) {
+			/* What a peek shows comes next, byte for byte. */
+			ssize_t p = recv(fd, peeked, 1000, MSG_PEEK);
+			if (p < 0 && errno == EINTR)
+				continue;
+			if (p < 0)
+				fail_errno("recv(MSG_PEEK) at %llu", (unsigned long long)*got);
+			r = p ? recv(fd, buf, (size_t)p, 0) : 0;
+			if (r != p || memcmp(buf, peeked, (size_t)p) != 0)
+				fail("at %llu: peeked %zd bytes, then read %zd others",
+				     (unsigned long long)*got, p, r);
+		} else if (read_mode == 2) {
+			/* Whole pieces, short only at EOF. */
+			r = recv(fd, buf, 50000, MSG_WAITALL);
+			if (r > 0 && short_seen)
+				fail("at %llu: MSG_WAITALL came short before EOF",
+				     (unsigned long long)*got);
+			short_seen = r >= 0 && r < 50000;
+		} else {
+			r = recv(fd, buf, sizeof buf, 0);
+		}
 		if (r == 0)
 			return;
 		if (r < 0 && errno == EINTR)
@@ -80,9 +110,20 @@ static void run(int fd, int server, int go_rd, int go_wr)
 	char c = 1;
 	if (write(go_wr, &c, 1) != 1 || read(go_rd, &c, 1) != 1)
 		fail_errno("pipe");
+	if (one_moves && !server) {
+		/* Write on, blocking, reading nothing: this end finds the move
+		 * in its send, with its ring and the server's both full. */
+		if (set_nonblock(fd, 0) < 0)
+			fail_errno("blocking");
+		gen_bytes(seed_of(server), sent, buf, sizeof buf);
+		if (write_full(fd, buf, sizeof buf) != (ssize_t)sizeof buf)
+			fail_errno("send at %llu", (unsigned long long)sent);
+		sent += sizeof buf;
+	}
 	struct sock_filter accept_all[] = {{BPF_RET | BPF_K, 0, 0, 0xffffffff}};
 	struct sock_fprog prog = {1, accept_all};
-	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
+	if ((server || !one_moves) &&
+	    setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
 		fail_errno("SO_ATTACH_FILTER");
 	if (shutdown(fd, SHUT_WR) < 0)
 		fail_errno("shutdown");
@@ -123,7 +164,8 @@ static void run(int fd, int server, int go_rd, int go_wr)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"sockbuf", 1, 0, 'b'}, {"fork", 0, 0, 'f'}, {"host", 1, 0, 'h'}, {0, 0, 0, 0},
+		{"sockbuf", 1, 0, 'b'}, {"fork", 0, 0, 'f'}, {"host", 1, 0, 'h'},
+		{"peek", 0, 0, 'p'}, {"waitall", 0, 0, 'w'}, {"one", 0, 0, 'o'}, {0, 0, 0, 0},
 	};
 	const char *host = "127.0.0.1";
 	int o;
@@ -133,8 +175,12 @@ int main(int argc, char **argv)
 		case 'b': sockbuf = atoi(optarg); break;
 		case 'f': use_fork = 1; break;
 		case 'h': host = optarg; break;
+		case 'p': read_mode = 1; break;
+		case 'w': read_mode = 2; break;
+		case 'o': one_moves = 1; break;
 		default:
-			fprintf(stderr, "usage: demote_both_full [--sockbuf B] [--fork] [--host H]\n");
+			fprintf(stderr, "usage: demote_both_full [--sockbuf B] [--fork] [--peek | "
+					"--waitall] [--one] [--host H]\n");
 			return 2;
 		}
 	}
