@@ -20,7 +20,7 @@ check_counts() {
 	note "$PHASE: server sent $ss, client sent $cs"
 }
 
-for run in plain smallbuf bigring fork peek waitall one onepeek onewaitall; do
+for run in plain smallbuf bigring fork peek waitall one onepeek onewaitall onefork; do
 	args=()
 	case $run in
 	plain) phase plain plain; args=(--sockbuf 65536) ;;
@@ -32,6 +32,7 @@ for run in plain smallbuf bigring fork peek waitall one onepeek onewaitall; do
 	one) phase one shunt; args=(--sockbuf 65536 --one) ;;
 	onepeek) phase onepeek shunt; args=(--sockbuf 65536 --one --peek) ;;
 	onewaitall) phase onewaitall shunt; args=(--sockbuf 65536 --one --waitall) ;;
+	onefork) phase onefork shunt; args=(--sockbuf 65536 --one --fork) ;;
 	esac
 	runx "$PROGS/demote_both_full" "${args[@]}" >"$PDIR/out" 2>"$PDIR/err" ||
 		die "demote_both_full failed ($PHASE): $(tail -n 3 "$PDIR/err")"
@@ -50,11 +51,13 @@ for run in plain smallbuf bigring fork peek waitall one onepeek onewaitall; do
 		assert_log_has 'demote_both_full: debug: fd=[0-9]+: [0-9]+ unread bytes kept for the application'
 	fi
 	if [[ $run == one* ]]; then
-		# The client followed from its data path: its stash served
-		# its reads in place (no spill), and it moved for the peer.
+		# The client followed from its data path, and its stash served
+		# its reads in place (no spill); but the fork, which turns it
+		# into a spill the child and the parent share.
 		assert_log_count 'demote_both_full: info: moved fd=[0-9]+ from=shm transport=kernel reason=peer-demoted$' 1
-		assert_log_count 'demote_both_full: debug: fd=[0-9]+: [0-9]+ unread bytes kept for the application' 1
 		assert_log_count "demote_both_full: debug: fd=[0-9]+: [0-9]+ bytes of the peer's replay taken while ours waited" 2
+		assert_log_count 'demote_both_full: debug: fd=[0-9]+: [0-9]+ unread bytes kept for the application' \
+			"$([[ $run == onefork ]] && echo 2 || echo 1)"
 	fi
 done
 pass
