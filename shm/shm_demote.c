@@ -230,7 +230,6 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	SHUNT_GUARD_LEAVE();
 }
 
-
 ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags)
 {
 	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
