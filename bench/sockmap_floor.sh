@@ -69,6 +69,7 @@ SHUNTD=$build_dir/tools/shuntd
 [[ $(id -u) == 0 ]] || skip "needs root (BPF programs, a cgroup)"
 command -v clang >/dev/null || skip "needs clang (to build the floor's programs)"
 command -v bpftool >/dev/null || skip "needs bpftool (to load the floor's programs)"
+command -v python3 >/dev/null || skip "needs python3 (to find a free port for the agent)"
 CG2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 [[ -n $CG2 ]] || skip "no cgroup v2 hierarchy mounted"
 
@@ -101,13 +102,17 @@ bpftool prog loadall "$TMP/floor.o" "$BPFFS/floor" pinmaps "$BPFFS/floor/maps" |
 	die "bpftool could not load the floor's programs"
 bpftool prog attach pinned "$BPFFS/floor/floor_sk_msg" msg_verdict pinned "$BPFFS/floor/maps/socks" ||
 	die "cannot attach the floor's sk_msg program"
-port=$((20000 + $$ % 10000))
+# A port nothing listens on now, for the agent (only its sockmap path is
+# wanted, but it serves /metrics too).
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 cat >"$TMP/shuntd.conf" <<EOF
 sockmap = on
 sockmap_cgroup = $CG
 sockmap_pin = $BPFFS/shunt
 rundir = $TMP/agent
-agent_port = $((port + 1))
+agent_port = $(free_port)
 EOF
 ((stats)) && sysctl -qw kernel.bpf_stats_enabled=1
 
@@ -158,13 +163,22 @@ measure() {
 	connect) args=(--mode connect --size 64 --iters 2000) ;;
 	esac
 	rm -f "$TMP/listening"
-	in_cg "$TCPBENCH" server --port "$port" --bind 127.0.0.1 >"$TMP/listening" 2>&1 &
+	# Any free port: the server says which.
+	in_cg "$TCPBENCH" server --port 0 --bind 127.0.0.1 >"$TMP/listening" 2>&1 &
 	spid=$!
-	for ((i = 0; i < 200; i++)); do
-		grep -qs listening "$TMP/listening" && break
-		sleep 0.02
+	local sport=''
+	for ((i = 0; i < 1500 && !sport; i++)); do
+		sport=$(sed -n 's/^listening \([0-9][0-9]*\)$/\1/p' "$TMP/listening" 2>/dev/null)
+		[[ -n $sport ]] || kill -0 "$spid" 2>/dev/null || break
+		[[ -n $sport ]] || sleep 0.02
 	done
-	out=$(in_cg "$TCPBENCH" client --host 127.0.0.1 --port "$port" "${args[@]}" 2>&1)
+	if [[ -z $sport ]]; then
+		kill "$spid" 2>/dev/null
+		wait "$spid" 2>/dev/null
+		echo "$v $t: the server did not listen: $(cat "$TMP/listening")" >&2
+		return 1
+	fi
+	out=$(in_cg "$TCPBENCH" client --host 127.0.0.1 --port "$sport" "${args[@]}" 2>&1)
 	local rc=$?
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
