@@ -445,6 +445,17 @@ int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *
 	return *total && !c->rd_shut;
 }
 
+size_t shunt_recv_rest(int fd, const struct msghdr *m, int flags, size_t done, size_t total)
+{
+	if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || done >= total)
+		return done;
+	struct iovec w[SHUNT_IOV_MAX];
+	size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, w);
+	struct msghdr rest = {.msg_iov = w, .msg_iovlen = k};
+	ssize_t r = REAL(recvmsg)(fd, &rest, flags);
+	return r > 0 ? done + (size_t)r : done;
+}
+
 int shunt_ioctl_counts(unsigned long req, void *arg, uint64_t unread, uint64_t unacked,
 		       uint64_t unconsumed)
 {

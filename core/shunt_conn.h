@@ -293,6 +293,12 @@ int shunt_tcp_peek(struct shunt_conn *c);
  * on; 0: return 0 (nothing asked, or SHUT_RD here); -1: return -1. */
 int shunt_recv_begin(struct shunt_conn *c, struct msghdr *m, int flags, size_t *total);
 
+/* A read that served done of its total bytes from memory (a spill, a
+ * stash) and asked MSG_WAITALL (no MSG_PEEK): the rest from socket fd, as
+ * one read of the socket would have waited for it.  Returns done plus
+ * what came. */
+size_t shunt_recv_rest(int fd, const struct msghdr *m, int flags, size_t done, size_t total);
+
 /* A request of shunt's own for ops->data->ioctl: the bytes this end sent
  * that the peer has not consumed yet (a demotion would replay them). */
 #define SHUNT_IOC_UNCONSUMED 0x53480001UL

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "shunt_copy.h"
-#include "shunt_iov.h"
 #include "shunt_forklock.h"
 #include "shunt_log.h"
 #include "shunt_ownfd.h"
@@ -125,17 +124,8 @@ static ssize_t sp_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		m->msg_controllen = 0;
 		if (m->msg_name)
 			m->msg_namelen = 0;
-		if ((flags & MSG_WAITALL) && !(flags & MSG_PEEK) && done < total) {
-			/* The rest from the socket, as one read of it would
-			 * have waited for it. */
-			struct iovec w[SHUNT_IOV_MAX];
-			size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, done, w);
-			struct msghdr rest = {.msg_iov = w, .msg_iovlen = k};
-			ssize_t r = REAL(recvmsg)(__atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE),
-						  &rest, flags);
-			if (r > 0)
-				done += (size_t)r;
-		}
+		done = shunt_recv_rest(__atomic_load_n(&c->base.fd, __ATOMIC_ACQUIRE), m, flags,
+				       done, total);
 		if (!(flags & MSG_PEEK)) {
 			SHUNT_STAT_ADD(&c->base, bytes_in, done);
 			SHUNT_STAT_ADD(&c->base, calls_in, 1);

@@ -171,7 +171,7 @@ ssize_t shm_recvmsg(struct shunt_conn *b, struct msghdr *m, int flags)
 		if (c->demoted && shm_stash_left(c)) {
 			if (done)
 				return (ssize_t)done;
-			ssize_t r = shm_stash_recv(c, m, flags);
+			ssize_t r = shm_stash_recv(c, m, flags, total);
 			if (r != SHM_STASH_GONE)
 				return r;
 		}

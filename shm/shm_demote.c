@@ -230,9 +230,8 @@ void shm_demote(struct shunt_conn *base, enum shunt_reason why)
 	SHUNT_GUARD_LEAVE();
 }
 
-ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags)
+ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags, size_t total)
 {
-	size_t total = shunt_iov_total(m->msg_iov, m->msg_iovlen);
 	/* Threads may read at once, as a socket allows: one at a time here,
 	 * under the rx ring's read lock (the peer never takes it). */
 	shm_lock(&c->rx.ctl->rlock, &c->lk);
@@ -249,28 +248,15 @@ ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags)
 			k = (size_t)(c->stash + c->stash_off + n - from);
 		memcpy(m->msg_iov[i].iov_base, from, k);
 	}
-	m->msg_flags = 0;
-	m->msg_controllen = 0;
-	if (m->msg_name)
-		m->msg_namelen = 0;
-	int peek = flags & MSG_PEEK;
-	if (!peek) {
-		c->stash_off += n;
-		if (!shm_stash_left(c))
-			shm_stash_free(c);
-	}
-	shm_unlock(&c->rx.ctl->rlock);
-	if (peek)
+	if (flags & MSG_PEEK) {
+		shm_unlock(&c->rx.ctl->rlock);
 		return (ssize_t)n;
-	if ((flags & MSG_WAITALL) && n < total) {
-		/* The rest comes from the socket, as it would have. */
-		struct iovec w[SHUNT_IOV_MAX];
-		size_t k = shunt_iov_skip(m->msg_iov, m->msg_iovlen, n, w);
-		struct msghdr rest = {.msg_iov = w, .msg_iovlen = k};
-		ssize_t r = REAL(recvmsg)(c->base.fd, &rest, flags);
-		if (r > 0)
-			n += (size_t)r;
 	}
+	c->stash_off += n;
+	if (!shm_stash_left(c))
+		shm_stash_free(c);
+	shm_unlock(&c->rx.ctl->rlock);
+	n = shunt_recv_rest(c->base.fd, m, flags, n, total);
 	SHUNT_STAT_ADD(&c->base, bytes_in, (uint64_t)n);
 	SHUNT_STAT_ADD(&c->base, calls_in, 1);
 	return (ssize_t)n;

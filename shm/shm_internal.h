@@ -301,11 +301,12 @@ static inline size_t shm_stash_left(const struct shm_conn *c)
 {
 	return c->stash_len - c->stash_off;
 }
-/* A read of a demoted end while its stash holds bytes: from the stash (and,
- * with MSG_WAITALL, then the socket), as the socket would answer;
- * SHM_STASH_GONE when another thread took the last bytes first. */
+/* A read of total bytes (m begun by shunt_recv_begin) of a demoted end
+ * while its stash holds bytes: from the stash (and, with MSG_WAITALL, then
+ * the socket), as the socket would answer; SHM_STASH_GONE when another
+ * thread took the last bytes first. */
 #define SHM_STASH_GONE (-2)
-ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags);
+ssize_t shm_stash_recv(struct shm_conn *c, struct msghdr *m, int flags, size_t total);
 /* Readiness of a demoted end with a stash: readable, writable as the socket. */
 short shm_stash_poll(struct shm_conn *c, short events);
 /* Drop the stash (the connection closes). */

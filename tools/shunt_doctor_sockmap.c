@@ -18,19 +18,6 @@
 #define BPF_FS_MAGIC 0xcafe4a11
 #endif
 
-static int cgroup2_mounted(void)
-{
-	FILE *f = fopen("/proc/self/mounts", "re");
-	if (!f)
-		return 0;
-	char line[1024];
-	int found = 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, " cgroup2 ") != NULL;
-	fclose(f);
-	return found;
-}
-
 void doctor_sockmap(struct doctor *d)
 {
 	const char *pin = d->cfg.sockmap_pin;
@@ -62,7 +49,8 @@ void doctor_sockmap(struct doctor *d)
 		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE, "sockmap = on but nothing is attached: %s", why);
 		return;
 	}
-	if (!d->cfg.sockmap_cgroup[0] && !cgroup2_mounted()) {
+	char root[PATH_MAX];
+	if (!d->cfg.sockmap_cgroup[0] && shunt_sm_cgroup2_root(root, sizeof root) < 0) {
 		doctor_add(d, DOC_SOCKMAP_UNAVAILABLE,
 			   "sockmap = on but nothing is attached: no cgroup v2 hierarchy is mounted");
 		return;
